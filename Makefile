@@ -1,0 +1,35 @@
+# bpext: a second buffer tier on a local SSD, below shared_buffers.
+
+MODULE_big = bpext
+OBJS = \
+	src/bpext.o \
+	src/db_hooks.o \
+	src/evict_push.o \
+	src/interpose.o \
+	src/smgr_wrap.o \
+	src/sql_api.o \
+	src/tier_control.o \
+	src/tier_file.o \
+	src/tier_io.o \
+	src/tier_map.o \
+	src/worker.o
+
+EXTENSION = bpext
+DATA = bpext--1.0.sql
+PGFILEDESC = "bpext - SSD buffer pool extension"
+
+# The regression and isolation suites run in a temporary instance that
+# preloads bpext with a small tier (test/regress.conf).
+REGRESS = bpext_setup bpext_api
+REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_check_regress \
+	--temp-config=$(srcdir)/test/regress.conf
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+PROVE_FLAGS = -I $(srcdir)/test/perl
+
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare -Wno-clobbered
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

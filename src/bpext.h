@@ -1,0 +1,141 @@
+/*-------------------------------------------------------------------------
+ *
+ * bpext.h
+ *	  Declarations shared by all of bpext: settings, the tier's shared
+ *	  control block, its state machine and its counters.
+ *
+ * The control block (BpextControl) lives in shared memory and is created
+ * once by the postmaster.  Its fields fall into three groups, each with its
+ * own protocol:
+ *
+ *	- state, map_epoch and file_incarnation are atomics read without a lock
+ *	  on every smgr call; they are only ever changed by the bpext worker
+ *	  (tier_control.c), which is the one process that opens, creates,
+ *	  resizes and closes the tier file.
+ *	- path, size and error fields describe the tier for the views; they are
+ *	  written by the worker and read by anyone, under control_lock.
+ *	- the counters are atomics, bumped without a lock.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_H
+#define BPEXT_H
+
+#include "port/atomics.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+/*
+ * Tier states, numbered as SQL Server numbers them in
+ * sys.dm_os_buffer_pool_extension_configuration; BPEXT_STATE_ERROR is ours.
+ */
+typedef enum BpextState
+{
+	BPEXT_STATE_DISABLED = 0,
+	BPEXT_STATE_DISABLING = 1,
+	BPEXT_STATE_ENABLING = 3,
+	BPEXT_STATE_ENABLED = 5,
+	BPEXT_STATE_ERROR = 7
+} BpextState;
+
+/* What happens to a page image written to a data file (bpext.write_policy). */
+typedef enum BpextWritePolicy
+{
+	BPEXT_WRITE_INVALIDATE,		/* drop the tier's copy */
+	BPEXT_WRITE_DUAL			/* store the new image in the tier too */
+} BpextWritePolicy;
+
+/* When pages enter the tier (bpext.admission). */
+typedef enum BpextAdmission
+{
+	BPEXT_ADMIT_EVICT,			/* clean pages about to leave shared buffers */
+	BPEXT_ADMIT_READ			/* also every page read from a data file */
+} BpextAdmission;
+
+/*
+ * Cumulative counters, all pg_atomic_uint64.  Names follow SQL Server's
+ * Buffer Manager "Extension ..." counters where one exists.
+ */
+typedef struct BpextCounters
+{
+	pg_atomic_uint64 lookups;	/* tier lookups on a shared-buffer miss */
+	pg_atomic_uint64 hits;		/* lookups that found a live slot */
+	pg_atomic_uint64 page_reads;	/* pages served from the tier */
+	pg_atomic_uint64 page_writes;	/* pages written into the tier */
+	pg_atomic_uint64 page_evictions;	/* live pages evicted to make room */
+	pg_atomic_uint64 invalidations; /* live pages dropped because their data
+									 * file changed */
+	pg_atomic_uint64 publish_races;	/* copies discarded because the page
+									 * changed while being copied */
+	pg_atomic_uint64 admission_skips;	/* pages not admitted (no room) */
+	pg_atomic_uint64 crc_failures;
+	pg_atomic_uint64 io_errors;
+	pg_atomic_uint64 read_time_us;
+	pg_atomic_uint64 write_time_us;
+} BpextCounters;
+
+typedef struct BpextControl
+{
+	/* Lock-free fields, see the file header. */
+	pg_atomic_uint32 state;		/* BpextState */
+	pg_atomic_uint32 map_epoch; /* bumped whenever slots are taken away */
+	pg_atomic_uint32 file_incarnation;	/* bumped whenever the file is
+										 * (re)opened or replaced */
+	pg_atomic_uint32 active_slots;	/* slots usable now (bpext.size) */
+
+	/* Protected by control_lock. */
+	LWLock	   *control_lock;
+	char		path[MAXPGPATH];	/* the tier file in use, or "" */
+	uint64		size_bytes;		/* its size, header included */
+	char		last_error[256];
+	TimestampTz last_error_time;
+	TimestampTz config_applied_at;	/* the worker's last reconfiguration */
+	int			applied_size_mb;	/* bpext.size it acted on */
+	char		applied_path[MAXPGPATH];	/* bpext.path it acted on */
+	Latch	   *worker_latch;	/* set to wake the worker, or NULL */
+	int			worker_pid;
+
+	/* Slot capacity fixed at server start (bpext.max_size). */
+	uint32		max_slots;
+
+	BpextCounters counters;
+} BpextControl;
+
+extern BpextControl *BpextCtl;
+
+/* Settings (bpext.c). */
+extern char *bpext_path;
+extern int	bpext_size_mb;
+extern int	bpext_max_size_mb;
+extern int	bpext_write_policy;
+extern int	bpext_admission;
+extern bool bpext_direct_io;
+extern int	bpext_push_interval_ms;
+extern int	bpext_push_lookahead;
+
+#define BPEXT_COUNT(field, n) \
+	pg_atomic_fetch_add_u64(&BpextCtl->counters.field, (n))
+
+/*
+ * Is the tier serving and admitting pages?  Cheap enough for every smgr
+ * call: one atomic read.  Callers that act on the answer must re-check
+ * under the map's locks (see tier_map.c).
+ */
+static inline bool
+bpext_tier_enabled(void)
+{
+	return BpextCtl != NULL &&
+		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED;
+}
+
+/* tier_control.c */
+extern void bpext_apply_configuration(void);
+extern void bpext_tier_fail(const char *what, int save_errno);
+extern void bpext_tier_check_file(void);
+extern const char *bpext_state_description(BpextState state);
+extern void bpext_wake_worker(void);
+
+#endif							/* BPEXT_H */

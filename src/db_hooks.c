@@ -1,0 +1,107 @@
+/*-------------------------------------------------------------------------
+ *
+ * db_hooks.c
+ *	  Invalidate a whole database's pages when its files change without
+ *	  going through the storage manager.
+ *
+ * CREATE DATABASE ... STRATEGY FILE_COPY copies files (copydir), DROP
+ * DATABASE removes them (rmtree), ALTER DATABASE SET TABLESPACE moves them
+ * (movedb): none of it calls smgr, so smgr_wrap.c never sees it.  We catch
+ * these through object_access_hook on pg_database (post-create, drop,
+ * post-alter) and invalidate the database's relations in the tier at once,
+ * and again after the utility command has finished (ProcessUtility_hook),
+ * when the files are in their final state.  Invalidating twice costs a scan
+ * of the relation table; missing one would serve a stale page.
+ *
+ * Locking: none of its own (tier_map_invalidate_database takes the map's
+ * relation lock).  The list of databases to invalidate after the command
+ * is backend-local.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/objectaccess.h"
+#include "catalog/pg_database.h"
+#include "nodes/pg_list.h"
+#include "tcop/utility.h"
+#include "utils/memutils.h"
+
+#include "bpext.h"
+#include "db_hooks.h"
+#include "tier_map.h"
+
+static object_access_hook_type prev_object_access_hook = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility_hook = NULL;
+
+/* Databases touched by the utility command under way. */
+static List *touched_databases = NIL;
+
+static void
+bpext_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+
+	if (classId != DatabaseRelationId || BpextCtl == NULL)
+		return;
+	if (access != OAT_POST_CREATE && access != OAT_DROP &&
+		access != OAT_POST_ALTER)
+		return;
+
+	tier_map_invalidate_database(objectId);
+	if (!list_member_oid(touched_databases, objectId))
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		touched_databases = lappend_oid(touched_databases, objectId);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+static void
+invalidate_touched_databases(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, touched_databases)
+		tier_map_invalidate_database(lfirst_oid(lc));
+	list_free(touched_databases);
+	touched_databases = NIL;
+}
+
+static void
+bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	PG_TRY();
+	{
+		if (prev_ProcessUtility_hook)
+			prev_ProcessUtility_hook(pstmt, queryString, readOnlyTree, context,
+									 params, queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+									params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		/* Files may have changed even if the command failed half-way. */
+		if (touched_databases != NIL && BpextCtl != NULL)
+			invalidate_touched_databases();
+	}
+	PG_END_TRY();
+}
+
+void
+bpext_install_db_hooks(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = bpext_object_access;
+	prev_ProcessUtility_hook = ProcessUtility_hook;
+	ProcessUtility_hook = bpext_process_utility;
+}

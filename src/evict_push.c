@@ -1,0 +1,185 @@
+/*-------------------------------------------------------------------------
+ *
+ * evict_push.c
+ *	  Copy clean pages that are about to leave shared buffers into the
+ *	  tier, ahead of the clock sweep.
+ *
+ * PostgreSQL has no eviction callback, so bpext does what the bgwriter
+ * does: it reads the clock hand (StrategySyncStart, passing NULL for the
+ * allocation counter so the bgwriter's pacing is not disturbed) and looks
+ * at the buffers just ahead of it.  Those that are valid, clean, unpinned
+ * and at usage count 0 are the next victims.  For each one not already in
+ * the tier:
+ *
+ *	1. note its tag under the buffer header spinlock;
+ *	2. pin it with ReadRecentBuffer, which re-checks the tag, never does
+ *	   I/O and leaves the usage count alone;
+ *	3. take an admission ticket (tier_map_begin_admit), share-lock the
+ *	   content, check it is still clean, copy it into an aligned batch
+ *	   buffer, check again, unlock and unpin: microseconds, no I/O while
+ *	   pinned, so DROP, TRUNCATE and VACUUM are never held up;
+ *	4. when the batch is full or the scan is done, write the batch with as
+ *	   few pwritev calls as the slots allow and publish the pages whose
+ *	   tickets still hold.
+ *
+ * The copy of a clean buffer equals its data file's image, except that the
+ * in-memory pd_checksum is stale (it is computed only when the page is
+ * written), so it is recomputed on the copy when checksums are on.  Hint
+ * bits set concurrently under a share lock may make the copy carry hints
+ * the file lacks; such a page is as valid as the file's and the buffer
+ * becomes dirty, so its next write invalidates the copy.
+ *
+ * Runs only in the bpext worker, under its resource owner.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "storage/buf_internals.h"
+#include "storage/bufmgr.h"
+#include "storage/bufpage.h"
+#include "utils/memutils.h"
+
+#include "bpext.h"
+#include "evict_push.h"
+#include "tier_io.h"
+
+#define PUSH_BATCH_PAGES	64
+
+/* A victim-to-be noted during the scan, copied afterwards. */
+typedef struct PushCandidate
+{
+	BufferTag	tag;
+	int			buf_id;
+} PushCandidate;
+
+static TierBatch *push_batch = NULL;
+static PushCandidate *candidates = NULL;
+static int	candidates_capacity = 0;
+
+/* Is the buffer, by its state word, one the clock hand will take next? */
+static inline bool
+is_clean_victim(uint32 buf_state)
+{
+	return (buf_state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID) &&
+		(buf_state & (BM_DIRTY | BM_IO_IN_PROGRESS | BM_IO_ERROR)) == 0 &&
+		BUF_STATE_GET_REFCOUNT(buf_state) == 0 &&
+		BUF_STATE_GET_USAGECOUNT(buf_state) == 0;
+}
+
+/*
+ * Copy one candidate into the batch if it is still a clean copy of its
+ * page.  Returns whether a page was added.
+ */
+static bool
+copy_candidate(const PushCandidate *cand)
+{
+	const BpextRelFile *rfile = &BPEXT_BUFTAG_RELFILE(cand->tag);
+	ForkNumber	fork = BPEXT_BUFTAG_FORK(cand->tag);
+	BlockNumber block = BPEXT_BUFTAG_BLOCK(cand->tag);
+	BufferDesc *desc = GetBufferDescriptor(cand->buf_id);
+	Buffer		buffer = cand->buf_id + 1;
+	TierAdmitTicket ticket;
+	char	   *copy;
+	bool		clean;
+
+	if (!ReadRecentBuffer(*rfile, fork, block, buffer))
+		return false;
+	if (!tier_map_begin_admit(rfile, fork, block, &ticket))
+	{
+		ReleaseBuffer(buffer);
+		return false;
+	}
+
+	copy = tier_batch_page(push_batch);
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	clean = (pg_atomic_read_u32(&desc->state) & BM_DIRTY) == 0;
+	if (clean)
+	{
+		memcpy(copy, BufferGetPage(buffer), BLCKSZ);
+		clean = (pg_atomic_read_u32(&desc->state) & BM_DIRTY) == 0;
+	}
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	ReleaseBuffer(buffer);
+
+	if (!clean)
+	{
+		tier_map_cancel_admit(&ticket);
+		return false;
+	}
+	if (DataChecksumsEnabled())
+		PageSetChecksumInplace((Page) copy, block);
+	tier_batch_add(push_batch, rfile, fork, block, &ticket);
+	return true;
+}
+
+/*
+ * One pass over the buffers ahead of the clock hand.  Returns the number of
+ * pages published to the tier.
+ */
+int
+bpext_push_round(void)
+{
+	uint32		complete_passes;
+	int			hand;
+	int			lookahead;
+	int			ncand = 0;
+	int			published = 0;
+	int			i;
+
+	if (!bpext_tier_enabled() || RecoveryInProgress())
+		return 0;
+
+	lookahead = bpext_push_lookahead > 0 ? bpext_push_lookahead :
+		Max(NBuffers / 8, 16);
+	lookahead = Min(lookahead, NBuffers);
+
+	if (push_batch == NULL)
+		push_batch = tier_batch_create(PUSH_BATCH_PAGES);
+	if (candidates_capacity < lookahead)
+	{
+		if (candidates)
+			pfree(candidates);
+		candidates = MemoryContextAlloc(TopMemoryContext,
+										lookahead * sizeof(PushCandidate));
+		candidates_capacity = lookahead;
+	}
+
+	hand = StrategySyncStart(&complete_passes, NULL);
+	for (i = 0; i < lookahead; i++)
+	{
+		int			buf_id = (hand + i) % NBuffers;
+		BufferDesc *desc = GetBufferDescriptor(buf_id);
+		uint32		buf_state;
+
+		/* Cheap unlocked pre-filter, then the tag under the spinlock. */
+		if (!is_clean_victim(pg_atomic_read_u32(&desc->state)))
+			continue;
+		buf_state = LockBufHdr(desc);
+		if (is_clean_victim(buf_state))
+		{
+			candidates[ncand].tag = desc->tag;
+			candidates[ncand].buf_id = buf_id;
+			ncand++;
+		}
+		UnlockBufHdr(desc, buf_state);
+	}
+
+	for (i = 0; i < ncand && bpext_tier_enabled(); i++)
+	{
+		const BufferTag *tag = &candidates[i].tag;
+
+		if (tier_map_contains(&BPEXT_BUFTAG_RELFILE(*tag),
+							  BPEXT_BUFTAG_FORK(*tag),
+							  BPEXT_BUFTAG_BLOCK(*tag)))
+			continue;
+		if (copy_candidate(&candidates[i]) &&
+			push_batch->npages == push_batch->capacity)
+			published += tier_batch_flush(push_batch);
+	}
+	published += tier_batch_flush(push_batch);
+	return published;
+}

@@ -1,0 +1,15 @@
+/*-------------------------------------------------------------------------
+ *
+ * evict_push.h
+ *	  Pushing clean pages into the tier ahead of the clock sweep.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_EVICT_PUSH_H
+#define BPEXT_EVICT_PUSH_H
+
+extern int	bpext_push_round(void);
+
+#endif							/* BPEXT_EVICT_PUSH_H */

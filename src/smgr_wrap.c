@@ -1,0 +1,185 @@
+/*-------------------------------------------------------------------------
+ *
+ * smgr_wrap.c
+ *	  bpext's replacements for the md.c members of smgrsw[]: where the tier
+ *	  serves misses and where it learns that a data file changed.
+ *
+ *	read		look the page up in the tier; on a hit serve it, else call
+ *				mdread (and, with bpext.admission = read, store what md
+ *				returned)
+ *	write		invalidate the page before the data file changes, call
+ *				mdwrite, then (bpext.write_policy = dual_write) store the
+ *				image just written, which is now the file's image
+ *	extend		invalidate the page, call mdextend
+ *	truncate	invalidate the blocks going away, call mdtruncate
+ *	unlink		invalidate the fork (every fork for InvalidForkNumber),
+ *				call mdunlink
+ *	create		invalidate the fork, call mdcreate
+ *
+ * Invalidation always happens before md touches the file, so a copy taken
+ * of the old image can no longer be published by the time the new image
+ * exists (tier_map.c).  Temporary relations never involve the tier.  While
+ * recovery is in progress the tier is neither read nor filled (nothing is
+ * admitted, so there is nothing to invalidate either): WAL replay of
+ * CREATE/DROP DATABASE changes files without any hook bpext could see.
+ *
+ * These functions run where errors are not allowed (truncate in a critical
+ * section, unlink after commit): they never raise an error; tier failures
+ * switch the tier off and the md call goes ahead regardless.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+
+#include "bpext.h"
+#include "compat.h"
+#include "interpose.h"
+#include "smgr_wrap.h"
+#include "tier_io.h"
+#include "tier_map.h"
+
+/* Does this relation's I/O concern the tier at all? */
+static inline bool
+tier_applies(SMgrRelation reln)
+{
+	return BpextCtl != NULL && !BPEXT_SMGR_IS_TEMP(reln) &&
+		!RecoveryInProgress();
+}
+
+static void
+bpext_read(BPEXT_READ_ARGS)
+{
+	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
+	TierAdmitTicket ticket;
+	bool		admit = false;
+
+	if (!tier_applies(reln) || !bpext_tier_enabled())
+	{
+		mdread(reln, forknum, blocknum, buffer);
+		return;
+	}
+
+	if (tier_serve_page(rfile, forknum, blocknum, buffer))
+		return;
+
+	if (bpext_admission == BPEXT_ADMIT_READ)
+		admit = tier_map_begin_admit(rfile, forknum, blocknum, &ticket);
+
+	/*
+	 * mdread may raise an error; the ticket pins a relation entry, which
+	 * would then leak until restart.  Cancel it on the way out.
+	 */
+	if (admit)
+	{
+		PG_TRY();
+		{
+			mdread(reln, forknum, blocknum, buffer);
+		}
+		PG_CATCH();
+		{
+			tier_map_cancel_admit(&ticket);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		tier_store_page(rfile, forknum, blocknum, buffer, &ticket);
+	}
+	else
+		mdread(reln, forknum, blocknum, buffer);
+}
+
+static void
+bpext_write(BPEXT_WRITE_ARGS)
+{
+	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
+	TierAdmitTicket ticket;
+
+	if (!tier_applies(reln))
+	{
+		mdwrite(reln, forknum, blocknum, buffer, skipFsync);
+		return;
+	}
+
+	tier_map_invalidate_block(rfile, forknum, blocknum);
+	mdwrite(reln, forknum, blocknum, buffer, skipFsync);
+
+	/*
+	 * The image just written is now the data file's: store it, unless we
+	 * are in a critical section (a tier failure must not risk a PANIC
+	 * there, and nothing in it should wait on the SSD).
+	 */
+	if (bpext_write_policy == BPEXT_WRITE_DUAL && bpext_tier_enabled() &&
+		CritSectionCount == 0 &&
+		tier_map_begin_admit(rfile, forknum, blocknum, &ticket))
+		tier_store_page(rfile, forknum, blocknum, buffer, &ticket);
+}
+
+static void
+bpext_extend(BPEXT_EXTEND_ARGS)
+{
+	if (tier_applies(reln))
+		tier_map_invalidate_block(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum);
+	mdextend(reln, forknum, blocknum, buffer, skipFsync);
+}
+
+static void
+bpext_truncate(BPEXT_TRUNCATE_ARGS)
+{
+	if (tier_applies(reln))
+		tier_map_invalidate_from(&BPEXT_SMGR_RELFILE(reln), forknum, nblocks,
+								 BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks));
+#if BPEXT_TRUNCATE_HAS_OLD_BLOCKS
+	mdtruncate(reln, forknum, old_blocks, nblocks);
+#else
+	mdtruncate(reln, forknum, nblocks);
+#endif
+}
+
+static void
+bpext_unlink(BPEXT_UNLINK_ARGS)
+{
+	if (BpextCtl != NULL && !BPEXT_BACKEND_IS_TEMP(rlocator) &&
+		!RecoveryInProgress())
+	{
+		if (forknum == InvalidForkNumber)
+		{
+			ForkNumber	fork;
+
+			for (fork = 0; fork <= MAX_FORKNUM; fork++)
+				tier_map_invalidate_fork(&BPEXT_BACKEND_RELFILE(rlocator),
+										 fork);
+		}
+		else
+			tier_map_invalidate_fork(&BPEXT_BACKEND_RELFILE(rlocator),
+									 forknum);
+	}
+	mdunlink(rlocator, forknum, isRedo);
+}
+
+static void
+bpext_create(BPEXT_CREATE_ARGS)
+{
+	if (tier_applies(reln))
+		tier_map_invalidate_fork(&BPEXT_SMGR_RELFILE(reln), forknum);
+	mdcreate(reln, forknum, isRedo);
+}
+
+/* Called from _PG_init, in the postmaster. */
+void
+bpext_install_smgr_wrappers(void)
+{
+	BpextSmgrWrappers wrappers = {
+		.create = (void *) bpext_create,
+		.unlink = (void *) bpext_unlink,
+		.extend = (void *) bpext_extend,
+		.read = (void *) bpext_read,
+		.write = (void *) bpext_write,
+		.truncate = (void *) bpext_truncate,
+	};
+
+	bpext_interpose_smgr(&wrappers);
+}

@@ -1,0 +1,471 @@
+/*-------------------------------------------------------------------------
+ *
+ * sql_api.c
+ *	  SQL-callable functions: the configuration and counters behind the
+ *	  views, prewarming a relation into the tier, and turning the tier on,
+ *	  off and to another size online.
+ *
+ * bpext_enable/bpext_disable/bpext_resize are SQL Server's ALTER SERVER
+ * CONFIGURATION SET BUFFER POOL EXTENSION ON/OFF: they write bpext.path
+ * and bpext.size with ALTER SYSTEM (so the setting persists across
+ * restarts), reload the configuration and wait for the bpext worker to
+ * have acted on it.  Like ALTER SYSTEM, the change to postgresql.auto.conf
+ * is not undone if the calling transaction aborts.
+ *
+ * C symbols behind views carry the SQL API version (_1_0) so that a later
+ * install script can change columns without breaking an old one.
+ *
+ * Locking: reads BpextControl's descriptive fields under control_lock.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/pg_class.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/latch.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "bpext.h"
+#include "tier_io.h"
+#include "tier_map.h"
+
+PG_FUNCTION_INFO_V1(bpext_configuration_1_0);
+PG_FUNCTION_INFO_V1(bpext_stats_1_0);
+PG_FUNCTION_INFO_V1(bpext_prewarm);
+PG_FUNCTION_INFO_V1(bpext_enable);
+PG_FUNCTION_INFO_V1(bpext_disable);
+PG_FUNCTION_INFO_V1(bpext_resize);
+
+#define PREWARM_BATCH_PAGES		64
+#define PREWARM_PREFETCH_PAGES	64
+#define APPLY_TIMEOUT_MS		30000
+
+static void
+require_preloaded(void)
+{
+	if (BpextCtl == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("bpext is not loaded"),
+				 errhint("Add bpext to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+Datum
+bpext_configuration_1_0(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[10];
+	bool		nulls[10] = {0};
+	BpextState	state;
+	char		path[MAXPGPATH];
+	char		last_error[256];
+	TimestampTz last_error_time;
+	uint64		size_bytes;
+
+	require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	state = pg_atomic_read_u32(&BpextCtl->state);
+	strlcpy(path, BpextCtl->path[0] ? BpextCtl->path :
+			(bpext_path ? bpext_path : ""), sizeof(path));
+	strlcpy(last_error, BpextCtl->last_error, sizeof(last_error));
+	last_error_time = BpextCtl->last_error_time;
+	size_bytes = BpextCtl->size_bytes;
+	LWLockRelease(BpextCtl->control_lock);
+
+	if (path[0])
+		values[0] = CStringGetTextDatum(path);
+	else
+		nulls[0] = true;
+	values[1] = Int32GetDatum(1);
+	values[2] = Int32GetDatum((int32) state);
+	values[3] = CStringGetTextDatum(bpext_state_description(state));
+	values[4] = Int64GetDatum(state == BPEXT_STATE_ENABLED ? size_bytes / 1024 : 0);
+	values[5] = Int64GetDatum(((int64) BpextCtl->max_slots + 1) * BLCKSZ / 1024);
+	values[6] = Int64GetDatum(tier_map_used_slots());
+	values[7] = Int32GetDatum((int32) tier_map_bytes_per_slot());
+	if (last_error[0])
+	{
+		values[8] = CStringGetTextDatum(last_error);
+		values[9] = TimestampTzGetDatum(last_error_time);
+	}
+	else
+		nulls[8] = nulls[9] = true;
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+Datum
+bpext_stats_1_0(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	BpextCounters *c;
+	Datum		values[15];
+	bool		nulls[15] = {0};
+	uint64		lookups;
+	uint64		hits;
+	uint32		used;
+	uint32		active;
+	int			i = 0;
+
+	require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	c = &BpextCtl->counters;
+	lookups = pg_atomic_read_u64(&c->lookups);
+	hits = pg_atomic_read_u64(&c->hits);
+	used = tier_map_used_slots();
+	active = pg_atomic_read_u32(&BpextCtl->active_slots);
+
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->page_reads));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->page_writes));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->page_evictions));
+	values[i++] = Int64GetDatum(used);
+	values[i++] = Int64GetDatum(active > used ? active - used : 0);
+	values[i++] = Int64GetDatum(lookups);
+	values[i++] = Int64GetDatum(hits);
+	values[i++] = Int64GetDatum(lookups - Min(hits, lookups));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->invalidations));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->publish_races));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admission_skips));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->crc_failures));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->io_errors));
+	values[i++] = Float8GetDatum(pg_atomic_read_u64(&c->read_time_us) / 1000.0);
+	values[i++] = Float8GetDatum(pg_atomic_read_u64(&c->write_time_us) / 1000.0);
+	Assert(i == lengthof(values));
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * Give back the tickets of a batch that will not be flushed (an error
+ * while reading the relation).
+ */
+static void
+abandon_batch(TierBatch *batch)
+{
+	int			i;
+
+	for (i = 0; i < batch->npages; i++)
+		tier_map_cancel_admit(&batch->tickets[i]);
+	batch->npages = 0;
+}
+
+/*
+ * bpext_prewarm(regclass, fork text) returns bigint
+ *
+ * Read a relation fork from its data file straight into the tier, as
+ * pg_prewarm reads one into shared buffers.  Pages already in the tier are
+ * skipped; returns the number of pages loaded.
+ */
+Datum
+bpext_prewarm(PG_FUNCTION_ARGS)
+{
+	static TierBatch *batch = NULL;
+	Oid			relid = PG_GETARG_OID(0);
+	char	   *forkname = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	ForkNumber	fork = forkname_to_number(forkname);
+	Relation	rel;
+	SMgrRelation smgr;
+	AclResult	aclresult;
+	BlockNumber nblocks;
+	BlockNumber block;
+	int64		loaded = 0;
+	TierAdmitTicket ticket;
+	bool		holding_ticket = false;
+
+	require_preloaded();
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the bpext tier is not used during recovery")));
+
+	rel = relation_open(relid, AccessShareLock);
+	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, get_relkind_objtype(rel->rd_rel->relkind),
+					   get_rel_name(relid));
+	if (RelationUsesLocalBuffers(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("temporary relations are never cached in the bpext tier")));
+	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("relation \"%s\" has no storage",
+						RelationGetRelationName(rel))));
+	smgr = RelationGetSmgr(rel);
+	if (!smgrexists(smgr, fork))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("fork \"%s\" does not exist for relation \"%s\"",
+						forkname, RelationGetRelationName(rel))));
+	if (!bpext_tier_enabled())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the bpext tier is not enabled"),
+				 errhint("Enable it with SELECT bpext_enable('/path/to/file', '10GB').")));
+
+	if (batch == NULL)
+		batch = tier_batch_create(PREWARM_BATCH_PAGES);
+
+	nblocks = RelationGetNumberOfBlocksInFork(rel, fork);
+	PG_TRY();
+	{
+		for (block = 0; block < nblocks && bpext_tier_enabled(); block++)
+		{
+			const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(RelationGetSmgr(rel));
+
+			CHECK_FOR_INTERRUPTS();
+
+			/* Keep the data disk busy with reads ahead of us. */
+			if (block % PREWARM_PREFETCH_PAGES == 0)
+			{
+				BlockNumber ahead;
+
+				for (ahead = block + PREWARM_PREFETCH_PAGES;
+					 ahead < Min(nblocks, block + 2 * PREWARM_PREFETCH_PAGES);
+					 ahead++)
+					smgrprefetch(RelationGetSmgr(rel), fork, ahead);
+			}
+
+			if (tier_map_contains(rfile, fork, block))
+				continue;
+			if (!tier_map_begin_admit(rfile, fork, block, &ticket))
+				continue;
+			holding_ticket = true;
+			mdread(RelationGetSmgr(rel), fork, block, tier_batch_page(batch));
+			tier_batch_add(batch, rfile, fork, block, &ticket);
+			holding_ticket = false;
+			if (batch->npages == batch->capacity)
+				loaded += tier_batch_flush(batch);
+		}
+		loaded += tier_batch_flush(batch);
+	}
+	PG_CATCH();
+	{
+		if (holding_ticket)
+			tier_map_cancel_admit(&ticket);
+		abandon_batch(batch);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_INT64(loaded);
+}
+
+/* ALTER SYSTEM SET name = value, from C. */
+static void
+alter_system_set(const char *name, const char *value)
+{
+	AlterSystemStmt *stmt = makeNode(AlterSystemStmt);
+	VariableSetStmt *set = makeNode(VariableSetStmt);
+	A_Const    *arg = makeNode(A_Const);
+
+	arg->val.sval.type = T_String;
+	arg->val.sval.sval = pstrdup(value);
+	arg->location = -1;
+	set->kind = VAR_SET_VALUE;
+	set->name = pstrdup(name);
+	set->args = list_make1(arg);
+	stmt->setstmt = set;
+	AlterSystemSetConfigFile(stmt);
+}
+
+/* Parse a size such as '32GB' the way bpext.size does, in MB. */
+static int
+parse_size_mb(const char *value)
+{
+	int			mb;
+	const char *hintmsg = NULL;
+
+	if (!parse_int(value, &mb, GUC_UNIT_MB, &hintmsg) || mb < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid tier size: \"%s\"", value),
+				 hintmsg ? errhint("%s", _(hintmsg)) :
+				 errhint("Give a size with a unit, such as '512MB' or '32GB'.")));
+	return mb;
+}
+
+/*
+ * Reload the configuration and wait until the worker has applied the
+ * given path and size.  Returns the state it left the tier in.
+ */
+static BpextState
+reload_and_wait(const char *path, int size_mb)
+{
+	TimestampTz requested = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(requested, APPLY_TIMEOUT_MS);
+
+	if (kill(PostmasterPid, SIGHUP) != 0)
+		ereport(ERROR,
+				(errmsg("could not send a reload signal to the postmaster: %m")));
+
+	for (;;)
+	{
+		bool		applied;
+
+		LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+		applied = BpextCtl->config_applied_at >= requested &&
+			BpextCtl->applied_size_mb == size_mb &&
+			strcmp(BpextCtl->applied_path, path) == 0;
+		LWLockRelease(BpextCtl->control_lock);
+		if (applied)
+			return pg_atomic_read_u32(&BpextCtl->state);
+
+		if (GetCurrentTimestamp() >= deadline)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("timed out waiting for the bpext worker to apply the new settings"),
+					 errdetail("The settings were written to postgresql.auto.conf and take effect when the worker runs."),
+					 errhint("The worker runs only on a server that is not in recovery.")));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+static void
+require_superuser(const char *function)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function %s", function),
+				 errdetail("Only superusers can change the bpext tier configuration.")));
+}
+
+static text *
+finish_state_change(BpextState state, BpextState wanted)
+{
+	if (state != wanted)
+	{
+		char		last_error[256];
+
+		LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+		strlcpy(last_error, BpextCtl->last_error, sizeof(last_error));
+		LWLockRelease(BpextCtl->control_lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the bpext tier is in state \"%s\"",
+						bpext_state_description(state)),
+				 last_error[0] ? errdetail("Last error: %s", last_error) : 0,
+				 errhint("Check bpext.path and bpext.size and the server log.")));
+	}
+	return cstring_to_text(bpext_state_description(state));
+}
+
+/*
+ * bpext_enable(path text DEFAULT NULL, size text DEFAULT NULL) returns text
+ *
+ * Turn the tier on, with a new file and/or size if given, else with the
+ * current settings (which also re-enables a tier in ERROR state).
+ */
+Datum
+bpext_enable(PG_FUNCTION_ARGS)
+{
+	const char *path;
+	int			size_mb;
+
+	require_preloaded();
+	require_superuser("bpext_enable");
+
+	if (!PG_ARGISNULL(0))
+	{
+		path = text_to_cstring(PG_GETARG_TEXT_PP(0));
+		if (!is_absolute_path(path))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("tier file path must be absolute: \"%s\"", path)));
+		alter_system_set("bpext.path", path);
+	}
+	else
+		path = bpext_path ? bpext_path : "";
+
+	if (!PG_ARGISNULL(1))
+	{
+		const char *size = text_to_cstring(PG_GETARG_TEXT_PP(1));
+
+		size_mb = parse_size_mb(size);
+		if (size_mb == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("tier size must be greater than zero"),
+					 errhint("Use bpext_disable() to turn the tier off.")));
+		alter_system_set("bpext.size", size);
+	}
+	else
+		size_mb = bpext_size_mb;
+
+	if (path[0] == '\0' || size_mb == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bpext.path and bpext.size must both be set to enable the tier"),
+				 errhint("Call bpext_enable('/path/to/file', '10GB').")));
+
+	PG_RETURN_TEXT_P(finish_state_change(reload_and_wait(path, size_mb),
+										 BPEXT_STATE_ENABLED));
+}
+
+/* bpext_disable() returns text: turn the tier off and remove its file. */
+Datum
+bpext_disable(PG_FUNCTION_ARGS)
+{
+	require_preloaded();
+	require_superuser("bpext_disable");
+
+	alter_system_set("bpext.size", "0");
+	PG_RETURN_TEXT_P(finish_state_change(reload_and_wait(bpext_path ? bpext_path : "", 0),
+										 BPEXT_STATE_DISABLED));
+}
+
+/* bpext_resize(size text) returns text: change the tier's size online. */
+Datum
+bpext_resize(PG_FUNCTION_ARGS)
+{
+	const char *size = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int			size_mb;
+
+	require_preloaded();
+	require_superuser("bpext_resize");
+
+	size_mb = parse_size_mb(size);
+	if (size_mb == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tier size must be greater than zero"),
+				 errhint("Use bpext_disable() to turn the tier off.")));
+	if (((int64) size_mb * 1024 * 1024 / BLCKSZ) - 1 > (int64) BpextCtl->max_slots)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tier size %s exceeds bpext.max_size", size),
+				 errdetail("The server reserved shared memory for at most %lld MB.",
+						   (long long) (((int64) BpextCtl->max_slots + 1) * BLCKSZ / (1024 * 1024))),
+				 errhint("Raise bpext.max_size and restart the server.")));
+	alter_system_set("bpext.size", size);
+	PG_RETURN_TEXT_P(finish_state_change(reload_and_wait(bpext_path ? bpext_path : "", size_mb),
+										 BPEXT_STATE_ENABLED));
+}

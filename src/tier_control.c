@@ -1,0 +1,311 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_control.c
+ *	  The tier's state machine: enabling, disabling, resizing, and the
+ *	  error state that any failure drops it into.
+ *
+ * bpext.path and bpext.size are reloadable settings; the bpext worker is
+ * the one process that acts on them, after every configuration reload
+ * (bpext_apply_configuration).  It alone opens, creates, resizes, checks
+ * and closes the tier file, and it alone moves the state between
+ * DISABLED, ENABLING, ENABLED and DISABLING.  Any process may move
+ * ENABLED to ERROR (bpext_tier_fail) when a tier I/O fails or a checksum
+ * does not match; the compare-and-swap that does it also decides who logs
+ * the one WARNING.  The worker then empties the map and closes the file;
+ * the next reload (or bpext_enable()) tries again.
+ *
+ * Locking: state transitions are atomic writes by the worker, or the
+ * ENABLED->ERROR compare-and-swap; the descriptive fields (path, size,
+ * last error) are written under control_lock.  Processes that use the
+ * tier check the state without a lock and re-check it under the map's
+ * partition locks where it matters (tier_map.c).
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/timestamp.h"
+
+#include "bpext.h"
+#include "tier_file.h"
+#include "tier_map.h"
+
+/* The worker's hold on the file while the tier is enabled. */
+static int	worker_fd = -1;
+static uint32 worker_nslots = 0;
+
+const char *
+bpext_state_description(BpextState state)
+{
+	switch (state)
+	{
+		case BPEXT_STATE_DISABLED:
+			return "BUFFER POOL EXTENSION DISABLED";
+		case BPEXT_STATE_DISABLING:
+			return "BUFFER POOL EXTENSION DISABLING";
+		case BPEXT_STATE_ENABLING:
+			return "BUFFER POOL EXTENSION ENABLING";
+		case BPEXT_STATE_ENABLED:
+			return "BUFFER POOL EXTENSION ENABLED";
+		case BPEXT_STATE_ERROR:
+			return "BUFFER POOL EXTENSION ERROR";
+	}
+	return "UNKNOWN";
+}
+
+void
+bpext_wake_worker(void)
+{
+	Latch	   *latch = BpextCtl->worker_latch;
+
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+static void
+record_error(const char *message)
+{
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	strlcpy(BpextCtl->last_error, message, sizeof(BpextCtl->last_error));
+	BpextCtl->last_error_time = GetCurrentTimestamp();
+	LWLockRelease(BpextCtl->control_lock);
+}
+
+/*
+ * A tier operation failed in this process.  Switch the tier off (ERROR)
+ * unless someone already did, and if we are the one who did, log it once.
+ * Never raises an error: this runs inside smgr calls.
+ */
+void
+bpext_tier_fail(const char *what, int save_errno)
+{
+	uint32		expected = BPEXT_STATE_ENABLED;
+	char		message[256];
+
+	if (save_errno != 0)
+		snprintf(message, sizeof(message), "%s: %s", what, strerror(save_errno));
+	else
+		strlcpy(message, what, sizeof(message));
+
+	if (!pg_atomic_compare_exchange_u32(&BpextCtl->state, &expected,
+										BPEXT_STATE_ERROR))
+		return;
+
+	record_error(message);
+	ereport(WARNING,
+			(errcode(ERRCODE_IO_ERROR),
+			 errmsg("bpext tier disabled after an error: %s", message),
+			 errdetail("Pages are served from the data files until the tier is enabled again."),
+			 errhint("Fix the cause, then run SELECT bpext_enable() or reload the configuration.")));
+	bpext_wake_worker();
+}
+
+/* Let go of the file and everything in the map. */
+static void
+release_tier(void)
+{
+	tier_map_clear();
+	tier_map_set_active_slots(0);
+	if (worker_fd >= 0)
+		close(worker_fd);			/* also drops the flock */
+	worker_fd = -1;
+	worker_nslots = 0;
+	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
+	tier_file_close_local();
+}
+
+static void
+disable_tier(bool remove_file)
+{
+	char		path[MAXPGPATH];
+
+	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLING);
+	release_tier();
+
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	strlcpy(path, BpextCtl->path, sizeof(path));
+	BpextCtl->path[0] = '\0';
+	BpextCtl->size_bytes = 0;
+	LWLockRelease(BpextCtl->control_lock);
+
+	/* Like SQL Server, turning the extension off deletes its file. */
+	if (remove_file && path[0] != '\0' && unlink(path) != 0 && errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove tier file \"%s\": %m", path)));
+	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLED);
+}
+
+/* The slot count bpext.size asks for, within what shared memory allows. */
+static uint32
+wanted_slots(void)
+{
+	uint64		bytes = (uint64) bpext_size_mb * 1024 * 1024;
+	uint64		nslots = bytes / BLCKSZ;
+
+	/* The header takes one slot's worth of the configured size. */
+	nslots = nslots > 0 ? nslots - 1 : 0;
+	if (nslots > BpextCtl->max_slots)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bpext.size (%d MB) exceeds the shared memory reserved at server start; using %llu MB",
+						bpext_size_mb,
+						(unsigned long long) (((uint64) BpextCtl->max_slots + 1) * BLCKSZ / (1024 * 1024))),
+				 errhint("Raise bpext.max_size and restart the server to allow a larger tier.")));
+		nslots = BpextCtl->max_slots;
+	}
+	return (uint32) nslots;
+}
+
+static void
+enable_tier(const char *path, uint32 nslots)
+{
+	char		err[512];
+	int			fd;
+
+	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLING);
+	fd = tier_file_open(path, nslots, err, sizeof(err));
+	if (fd < 0)
+	{
+		record_error(err);
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bpext could not enable the tier: %s", err),
+				 errdetail("Pages are served from the data files."),
+				 errhint("Check bpext.path and bpext.size, then reload the configuration.")));
+		pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ERROR);
+		return;
+	}
+
+	worker_fd = fd;
+	worker_nslots = nslots;
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	strlcpy(BpextCtl->path, path, sizeof(BpextCtl->path));
+	BpextCtl->size_bytes = TIER_FILE_SIZE(nslots);
+	LWLockRelease(BpextCtl->control_lock);
+
+	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
+	tier_map_set_active_slots(nslots);
+	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLED);
+	ereport(LOG,
+			(errmsg("bpext tier enabled: \"%s\", %llu MB",
+					path, (unsigned long long) (TIER_FILE_SIZE(nslots) >> 20))));
+}
+
+static void
+resize_tier(uint32 nslots)
+{
+	char		err[512];
+
+	if (nslots < worker_nslots)
+		tier_map_set_active_slots(nslots);
+	if (!tier_file_resize(worker_fd, worker_nslots, nslots, err, sizeof(err)))
+	{
+		/* The old size still stands: growth failed before anything used it. */
+		if (nslots < worker_nslots)
+			worker_nslots = nslots;
+		ereport(WARNING,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("bpext could not resize the tier: %s", err)));
+		record_error(err);
+		return;
+	}
+	worker_nslots = nslots;
+	tier_map_set_active_slots(nslots);
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	BpextCtl->size_bytes = TIER_FILE_SIZE(nslots);
+	LWLockRelease(BpextCtl->control_lock);
+	ereport(LOG,
+			(errmsg("bpext tier resized to %llu MB",
+					(unsigned long long) (TIER_FILE_SIZE(nslots) >> 20))));
+}
+
+/*
+ * Bring the tier in line with bpext.path and bpext.size.  Runs in the
+ * worker after every configuration reload, and at its start.
+ */
+void
+bpext_apply_configuration(void)
+{
+	BpextState	state = pg_atomic_read_u32(&BpextCtl->state);
+	const char *path = bpext_path ? bpext_path : "";
+	uint32		nslots = wanted_slots();
+	bool		path_changed;
+
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	path_changed = strcmp(BpextCtl->path, path) != 0;
+	LWLockRelease(BpextCtl->control_lock);
+
+	if (state == BPEXT_STATE_ERROR && worker_fd >= 0)
+		release_tier();
+
+	if (nslots == 0 || path[0] == '\0')
+	{
+		if (state == BPEXT_STATE_ENABLED)
+			disable_tier(true);
+		else if (state == BPEXT_STATE_ERROR)
+			pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLED);
+		if (nslots > 0 && path[0] == '\0')
+			ereport(WARNING,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("bpext.size is set but bpext.path is empty; the tier stays disabled"),
+					 errhint("Set bpext.path to a file on a fast local disk.")));
+	}
+	else if (state == BPEXT_STATE_ENABLED && path_changed)
+	{
+		disable_tier(true);
+		enable_tier(path, nslots);
+	}
+	else if (state == BPEXT_STATE_ENABLED)
+	{
+		if (nslots != worker_nslots)
+			resize_tier(nslots);
+	}
+	else
+		enable_tier(path, nslots);
+
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	BpextCtl->config_applied_at = GetCurrentTimestamp();
+	BpextCtl->applied_size_mb = bpext_size_mb;
+	strlcpy(BpextCtl->applied_path, path, sizeof(BpextCtl->applied_path));
+	LWLockRelease(BpextCtl->control_lock);
+}
+
+/*
+ * Periodic check, in the worker: react to an ERROR set by another process,
+ * and notice a tier file that was removed, replaced or truncated.
+ */
+void
+bpext_tier_check_file(void)
+{
+	char		err[512];
+	char		path[MAXPGPATH];
+
+	if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ERROR)
+	{
+		if (worker_fd >= 0)
+			release_tier();
+		return;
+	}
+	if (worker_fd < 0 ||
+		pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED)
+		return;
+
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	strlcpy(path, BpextCtl->path, sizeof(path));
+	LWLockRelease(BpextCtl->control_lock);
+
+	if (!tier_file_still_ours(worker_fd, path, worker_nslots, err, sizeof(err)))
+	{
+		bpext_tier_fail(err, 0);
+		release_tier();
+	}
+}

@@ -1,0 +1,436 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_file.c
+ *	  The tier file: one preallocated file on a fast local disk, an 8 kB
+ *	  header followed by one 8 kB slot per cached page.
+ *
+ * The file holds no data of its own worth keeping: it is rebuilt empty at
+ * every server start and whenever the tier is re-enabled.  What matters is
+ * that bpext never damages a file that is not its own and never uses one
+ * that another cluster is using.  So the bpext worker, the only process
+ * that creates, resizes or validates it:
+ *
+ *	- creates it with O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600;
+ *	- opens an existing one only if it is a regular file (not a symbolic
+ *	  link) that starts with our magic and block size, was made by this
+ *	  cluster (system identifier) and is not locked by another server
+ *	  (flock, held while the tier is enabled);
+ *	- writes the header with the slot count, then preallocates.
+ *
+ * Every other process opens the file by path on first use, and again
+ * whenever BpextCtl->file_incarnation says the worker has (re)opened it.
+ * Page I/O uses O_DIRECT when bpext.direct_io is on and the file system
+ * allows it, through an aligned bounce buffer when the caller's buffer is
+ * not aligned (PostgreSQL 15's shared buffers are only cache-line aligned).
+ *
+ * Nothing here raises an error: failures come back as false/-1 with errno
+ * or a message, and the caller decides (tier_control.c turns them into the
+ * error state).
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "access/xlog.h"
+#include "port/pg_crc32c.h"
+
+#include "bpext.h"
+#include "tier_file.h"
+
+#define TIER_MAGIC			"BPEXTIER"
+#define TIER_FORMAT_VERSION	1
+#define TIER_MAX_IOV		64
+
+typedef struct TierFileHeader
+{
+	char		magic[8];
+	uint32		format_version;
+	uint32		blcksz;
+	uint64		system_identifier;
+	uint32		nslots;
+	uint32		reserved;
+	pg_crc32c	crc;			/* of the fields above */
+} TierFileHeader;
+
+/* This process's descriptor for the tier file. */
+static int	local_fd = -1;
+static uint32 local_incarnation = 0;
+static bool local_direct = false;
+
+/* An aligned page for O_DIRECT bounces; static so it is never allocated
+ * inside an smgr call. */
+static union
+{
+	char		data[BLCKSZ + TIER_IO_ALIGN];
+	double		force_align;
+}			bounce_space;
+
+static char *
+bounce_page(void)
+{
+	return (char *) TYPEALIGN(TIER_IO_ALIGN, bounce_space.data);
+}
+
+static pg_crc32c
+header_crc(const TierFileHeader *hdr)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, hdr, offsetof(TierFileHeader, crc));
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+static bool
+write_header(int fd, uint32 nslots, char *err, size_t errlen)
+{
+	char	   *page = bounce_page();
+	TierFileHeader *hdr = (TierFileHeader *) page;
+
+	memset(page, 0, BLCKSZ);
+	memcpy(hdr->magic, TIER_MAGIC, sizeof(hdr->magic));
+	hdr->format_version = TIER_FORMAT_VERSION;
+	hdr->blcksz = BLCKSZ;
+	hdr->system_identifier = GetSystemIdentifier();
+	hdr->nslots = nslots;
+	hdr->crc = header_crc(hdr);
+	if (pwrite(fd, page, BLCKSZ, 0) != BLCKSZ)
+	{
+		snprintf(err, errlen, "could not write the tier file header: %s",
+				 errno ? strerror(errno) : "short write");
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Best-effort truncation after a failure that is already being reported;
+ * a second failure here changes nothing for the caller.
+ */
+static void
+cut_to(int fd, off_t size)
+{
+	if (ftruncate(fd, size) != 0)
+		return;
+}
+
+/*
+ * Decide whether an existing file may be reused as the tier file.  Only
+ * our own files qualify: right magic and block size, same cluster.
+ */
+static bool
+check_existing(int fd, const char *path, char *err, size_t errlen)
+{
+	char	   *page = bounce_page();
+	TierFileHeader *hdr = (TierFileHeader *) page;
+	struct stat st;
+	ssize_t		n;
+
+	if (fstat(fd, &st) != 0)
+	{
+		snprintf(err, errlen, "could not stat \"%s\": %m", path);
+		return false;
+	}
+	if (!S_ISREG(st.st_mode))
+	{
+		snprintf(err, errlen, "\"%s\" exists and is not a regular file", path);
+		return false;
+	}
+	n = pread(fd, page, BLCKSZ, 0);
+	if (n < 0)
+	{
+		snprintf(err, errlen, "could not read \"%s\": %m", path);
+		return false;
+	}
+	if (n < (ssize_t) sizeof(TierFileHeader) ||
+		memcmp(hdr->magic, TIER_MAGIC, sizeof(hdr->magic)) != 0)
+	{
+		snprintf(err, errlen,
+				 "\"%s\" exists and is not a bpext tier file; bpext will not overwrite it",
+				 path);
+		return false;
+	}
+	if (hdr->format_version != TIER_FORMAT_VERSION || hdr->blcksz != BLCKSZ)
+	{
+		snprintf(err, errlen,
+				 "\"%s\" is a bpext tier file of another format (version %u, block size %u)",
+				 path, hdr->format_version, hdr->blcksz);
+		return false;
+	}
+	if (hdr->system_identifier != GetSystemIdentifier())
+	{
+		snprintf(err, errlen,
+				 "\"%s\" is the tier file of another cluster (system identifier " UINT64_FORMAT ")",
+				 path, hdr->system_identifier);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Open or create the tier file at path, sized for nslots, and lock it.
+ * Returns the descriptor, or -1 with a message in err.
+ */
+int
+tier_file_open(const char *path, uint32 nslots, char *err, size_t errlen)
+{
+	int			fd;
+	bool		created = false;
+	int			rc;
+
+	if (path[0] != '/')
+	{
+		snprintf(err, errlen, "bpext.path \"%s\" is not an absolute path", path);
+		return -1;
+	}
+
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+	{
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				  S_IRUSR | S_IWUSR);
+		created = (fd >= 0);
+	}
+	if (fd < 0)
+	{
+		if (errno == ELOOP)
+			snprintf(err, errlen, "\"%s\" is a symbolic link; bpext does not follow links",
+					 path);
+		else if (errno == ENOENT)
+			snprintf(err, errlen, "could not create \"%s\": the directory does not exist",
+					 path);
+		else
+			snprintf(err, errlen, "could not open \"%s\": %m", path);
+		return -1;
+	}
+
+	if (!created && !check_existing(fd, path, err, errlen))
+	{
+		close(fd);
+		return -1;
+	}
+
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+	{
+		if (errno == EWOULDBLOCK)
+			snprintf(err, errlen, "\"%s\" is in use by another server", path);
+		else
+			snprintf(err, errlen, "could not lock \"%s\": %m", path);
+		close(fd);
+		return -1;
+	}
+	if (!created)
+		(void) fchmod(fd, S_IRUSR | S_IWUSR);
+
+	/* Cut whatever a previous incarnation left, then preallocate. */
+	if (ftruncate(fd, BLCKSZ) != 0)
+	{
+		snprintf(err, errlen, "could not truncate \"%s\": %m", path);
+		goto fail;
+	}
+	if (!write_header(fd, nslots, err, errlen))
+		goto fail;
+	rc = posix_fallocate(fd, 0, TIER_FILE_SIZE(nslots));
+	if (rc != 0)
+	{
+		errno = rc;
+		snprintf(err, errlen, "could not allocate %llu bytes for \"%s\": %m",
+				 (unsigned long long) TIER_FILE_SIZE(nslots), path);
+		goto fail;
+	}
+	return fd;
+
+fail:
+	/* Give the space back; the file stays, marked as ours. */
+	cut_to(fd, TIER_FILE_SIZE(0));
+	close(fd);
+	return -1;
+}
+
+/* Grow or shrink the file the worker holds open. */
+bool
+tier_file_resize(int fd, uint32 old_nslots, uint32 new_nslots, char *err,
+				 size_t errlen)
+{
+	if (new_nslots > old_nslots)
+	{
+		int			rc = posix_fallocate(fd, 0, TIER_FILE_SIZE(new_nslots));
+
+		if (rc != 0)
+		{
+			errno = rc;
+			snprintf(err, errlen, "could not grow the tier file to %llu bytes: %m",
+					 (unsigned long long) TIER_FILE_SIZE(new_nslots));
+			cut_to(fd, TIER_FILE_SIZE(old_nslots));
+			return false;
+		}
+	}
+	else if (ftruncate(fd, TIER_FILE_SIZE(new_nslots)) != 0)
+	{
+		snprintf(err, errlen, "could not shrink the tier file: %m");
+		return false;
+	}
+	return write_header(fd, new_nslots, err, errlen);
+}
+
+/*
+ * Is the file at path still the one the worker holds, at full size?
+ * Catches a tier file deleted, replaced or truncated behind our back.
+ */
+bool
+tier_file_still_ours(int fd, const char *path, uint32 nslots, char *err,
+					 size_t errlen)
+{
+	struct stat held;
+	struct stat named;
+
+	if (fstat(fd, &held) != 0)
+	{
+		snprintf(err, errlen, "could not stat the tier file: %m");
+		return false;
+	}
+	if (lstat(path, &named) != 0)
+	{
+		snprintf(err, errlen, "the tier file \"%s\" has disappeared: %m", path);
+		return false;
+	}
+	if (held.st_dev != named.st_dev || held.st_ino != named.st_ino)
+	{
+		snprintf(err, errlen, "the tier file \"%s\" has been replaced", path);
+		return false;
+	}
+	if (held.st_size < TIER_FILE_SIZE(nslots))
+	{
+		snprintf(err, errlen, "the tier file \"%s\" has been truncated", path);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * This process's descriptor, (re)opened if the worker has switched files
+ * since we last looked.  Returns -1 with errno set on failure.
+ */
+static int
+local_tier_fd(void)
+{
+	uint32		incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
+	char		path[MAXPGPATH];
+	int			flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
+
+	if (local_fd >= 0 && incarnation == local_incarnation)
+		return local_fd;
+	tier_file_close_local();
+
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	strlcpy(path, BpextCtl->path, sizeof(path));
+	LWLockRelease(BpextCtl->control_lock);
+
+	local_direct = bpext_direct_io;
+	local_fd = open(path, flags | (local_direct ? O_DIRECT : 0));
+	if (local_fd < 0 && local_direct && errno == EINVAL)
+	{
+		/* The file system does not do direct I/O (tmpfs, for one). */
+		local_direct = false;
+		local_fd = open(path, flags);
+	}
+	if (local_fd >= 0)
+		local_incarnation = incarnation;
+	return local_fd;
+}
+
+void
+tier_file_close_local(void)
+{
+	if (local_fd >= 0)
+		close(local_fd);
+	local_fd = -1;
+}
+
+static inline bool
+needs_bounce(const char *buf)
+{
+	return local_direct && (uintptr_t) buf % TIER_IO_ALIGN != 0;
+}
+
+/* Read one slot.  False with errno set (0 for a short read) on failure. */
+bool
+tier_file_read_page(uint32 slot, char *page)
+{
+	int			fd = local_tier_fd();
+	char	   *target;
+	ssize_t		n;
+
+	if (fd < 0)
+		return false;
+	target = needs_bounce(page) ? bounce_page() : page;
+	n = pread(fd, target, BLCKSZ, TIER_SLOT_OFFSET(slot));
+	if (n != BLCKSZ)
+	{
+		if (n >= 0)
+			errno = 0;
+		return false;
+	}
+	if (target != page)
+		memcpy(page, target, BLCKSZ);
+	return true;
+}
+
+/*
+ * Write npages pages into consecutive slots from first_slot, in as few
+ * system calls as the iovec limit allows.  False with errno set (0 for a
+ * short write) on failure.
+ */
+bool
+tier_file_write_pages(uint32 first_slot, int npages, char *const *pages)
+{
+	int			fd = local_tier_fd();
+	int			done = 0;
+
+	if (fd < 0)
+		return false;
+
+	while (done < npages)
+	{
+		struct iovec iov[TIER_MAX_IOV];
+		int			n = 0;
+		ssize_t		written;
+
+		/* Unaligned pages go one at a time through the bounce buffer. */
+		if (needs_bounce(pages[done]))
+		{
+			memcpy(bounce_page(), pages[done], BLCKSZ);
+			iov[0].iov_base = bounce_page();
+			iov[0].iov_len = BLCKSZ;
+			n = 1;
+		}
+		else
+		{
+			while (done + n < npages && n < TIER_MAX_IOV &&
+				   !needs_bounce(pages[done + n]))
+			{
+				iov[n].iov_base = pages[done + n];
+				iov[n].iov_len = BLCKSZ;
+				n++;
+			}
+		}
+		written = pwritev(fd, iov, n, TIER_SLOT_OFFSET(first_slot + done));
+		if (written != (ssize_t) n * BLCKSZ)
+		{
+			if (written >= 0)
+				errno = ENOSPC; /* a short write means the disk is full */
+			return false;
+		}
+		done += n;
+	}
+	return true;
+}

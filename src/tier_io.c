@@ -1,0 +1,224 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_io.c
+ *	  Moving pages between PostgreSQL and the tier: serving a read with
+ *	  verification, storing one page, storing a batch of pages.
+ *
+ * A read is served only if the slot is current when looked up, its
+ * content's CRC (over the page identity and the page) matches the one
+ * recorded at admission, and the slot is still current after the read.
+ * Anything else falls back to the data file.  A mismatch or an I/O error on
+ * a slot that is still current means the tier file is damaged: the tier
+ * goes to ERROR state (bpext_tier_fail) and stops serving.
+ *
+ * Stores take a ticket (tier_map_begin_admit) before the page is copied and
+ * publish after it is written; see tier_map.c for why that is enough to
+ * never publish a page that changed meanwhile.
+ *
+ * Locking: none of its own; tier_map.c's locks protect the map, and every
+ * process has its own descriptor for the file.  No errors are raised and
+ * nothing is allocated on the read and single-store paths, which run
+ * inside smgr calls.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "portability/instr_time.h"
+#include "utils/memutils.h"
+
+#include "bpext.h"
+#include "tier_file.h"
+#include "tier_io.h"
+
+static inline uint64
+elapsed_us(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MICROSEC(now);
+}
+
+/*
+ * Fill buffer with the page from the tier if it holds a current, intact
+ * copy.  Returns false (buffer contents undefined) otherwise.
+ */
+bool
+tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
+				BlockNumber block, char *buffer)
+{
+	pg_crc32c	crc;
+	uint32		slot;
+	instr_time	start;
+	bool		read_ok;
+	bool		crc_ok;
+	bool		still_valid;
+	int			save_errno;
+
+	BPEXT_COUNT(lookups, 1);
+	slot = tier_map_lookup_pin(rfile, fork, block, &crc);
+	if (slot == TIER_INVALID_INDEX)
+		return false;
+	BPEXT_COUNT(hits, 1);
+
+	INSTR_TIME_SET_CURRENT(start);
+	read_ok = tier_file_read_page(slot, buffer);
+	save_errno = errno;
+	crc_ok = read_ok && tier_page_crc(rfile, fork, block, buffer) == crc;
+	still_valid = tier_map_pin_still_valid(slot);
+	tier_map_unpin(slot);
+	BPEXT_COUNT(read_time_us, elapsed_us(start));
+
+	/* A slot invalidated while we read it is a plain miss, not damage. */
+	if (!still_valid)
+		return false;
+	if (!read_ok)
+	{
+		BPEXT_COUNT(io_errors, 1);
+		bpext_tier_fail("could not read from the tier file", save_errno);
+		return false;
+	}
+	if (!crc_ok)
+	{
+		BPEXT_COUNT(crc_failures, 1);
+		bpext_tier_fail("checksum mismatch in a tier page", 0);
+		return false;
+	}
+	BPEXT_COUNT(page_reads, 1);
+	return true;
+}
+
+/*
+ * Write one page, for which the caller holds a ticket, into a fresh slot
+ * and publish it.  Consumes the ticket.
+ */
+void
+tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
+				BlockNumber block, char *page, TierAdmitTicket *ticket)
+{
+	uint32		slot = tier_map_alloc_slot();
+	instr_time	start;
+
+	if (slot == TIER_INVALID_INDEX)
+	{
+		tier_map_cancel_admit(ticket);
+		return;
+	}
+	INSTR_TIME_SET_CURRENT(start);
+	if (!tier_file_write_pages(slot, 1, &page))
+	{
+		int			save_errno = errno;
+
+		tier_map_free_slot(slot);
+		tier_map_cancel_admit(ticket);
+		BPEXT_COUNT(io_errors, 1);
+		bpext_tier_fail("could not write to the tier file", save_errno);
+		return;
+	}
+	BPEXT_COUNT(write_time_us, elapsed_us(start));
+	BPEXT_COUNT(page_writes, 1);
+	tier_map_publish(ticket, slot, tier_page_crc(rfile, fork, block, page));
+}
+
+/* A batch of capacity aligned pages, in TopMemoryContext. */
+TierBatch *
+tier_batch_create(int capacity)
+{
+	TierBatch  *batch = MemoryContextAllocZero(TopMemoryContext, sizeof(TierBatch));
+	char	   *space;
+	int			i;
+
+	batch->capacity = capacity;
+	batch->pages = MemoryContextAlloc(TopMemoryContext, capacity * sizeof(char *));
+	batch->tickets = MemoryContextAlloc(TopMemoryContext,
+										capacity * sizeof(TierAdmitTicket));
+	batch->crcs = MemoryContextAlloc(TopMemoryContext, capacity * sizeof(pg_crc32c));
+	batch->slots = MemoryContextAlloc(TopMemoryContext, capacity * sizeof(uint32));
+	space = MemoryContextAlloc(TopMemoryContext,
+							   (Size) capacity * BLCKSZ + TIER_IO_ALIGN);
+	space = (char *) TYPEALIGN(TIER_IO_ALIGN, space);
+	for (i = 0; i < capacity; i++)
+		batch->pages[i] = space + (Size) i * BLCKSZ;
+	return batch;
+}
+
+/* The buffer the next page should be copied into. */
+char *
+tier_batch_page(TierBatch *batch)
+{
+	Assert(batch->npages < batch->capacity);
+	return batch->pages[batch->npages];
+}
+
+/* The next page has been copied in; the batch takes over the ticket. */
+void
+tier_batch_add(TierBatch *batch, const BpextRelFile *rfile, ForkNumber fork,
+			   BlockNumber block, TierAdmitTicket *ticket)
+{
+	int			i = batch->npages;
+
+	batch->crcs[i] = tier_page_crc(rfile, fork, block, batch->pages[i]);
+	batch->tickets[i] = *ticket;
+	batch->npages++;
+}
+
+/*
+ * Write the batch into the tier, consecutive slots in one pwritev each, and
+ * publish every page whose ticket still holds.  Returns how many pages
+ * were published; the batch is empty afterwards.
+ */
+int
+tier_batch_flush(TierBatch *batch)
+{
+	int			n = batch->npages;
+	int			published = 0;
+	int			i;
+	int			run;
+	instr_time	start;
+
+	batch->npages = 0;
+	if (n == 0)
+		return 0;
+
+	for (i = 0; i < n; i++)
+		batch->slots[i] = tier_map_alloc_slot();
+
+	INSTR_TIME_SET_CURRENT(start);
+	for (i = 0; i < n; i = run)
+	{
+		run = i + 1;
+		if (batch->slots[i] == TIER_INVALID_INDEX)
+		{
+			tier_map_cancel_admit(&batch->tickets[i]);
+			continue;
+		}
+		while (run < n && batch->slots[run] == batch->slots[run - 1] + 1)
+			run++;
+		if (!tier_file_write_pages(batch->slots[i], run - i, &batch->pages[i]))
+		{
+			int			save_errno = errno;
+			int			j;
+
+			for (j = i; j < n; j++)
+			{
+				if (batch->slots[j] != TIER_INVALID_INDEX)
+					tier_map_free_slot(batch->slots[j]);
+				tier_map_cancel_admit(&batch->tickets[j]);
+			}
+			BPEXT_COUNT(io_errors, 1);
+			bpext_tier_fail("could not write to the tier file", save_errno);
+			break;
+		}
+		BPEXT_COUNT(page_writes, run - i);
+		for (; i < run; i++)
+			if (tier_map_publish(&batch->tickets[i], batch->slots[i],
+								 batch->crcs[i]))
+				published++;
+	}
+	BPEXT_COUNT(write_time_us, elapsed_us(start));
+	return published;
+}

@@ -1,0 +1,43 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_io.h
+ *	  Moving pages between PostgreSQL and the tier: serving a read,
+ *	  storing one page, storing a batch.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_TIER_IO_H
+#define BPEXT_TIER_IO_H
+
+#include "tier_map.h"
+
+/*
+ * A batch of page copies waiting to be written to the tier together.  Each
+ * page has an admission ticket taken before it was copied.
+ */
+typedef struct TierBatch
+{
+	int			npages;
+	int			capacity;
+	char	  **pages;			/* capacity aligned page buffers */
+	TierAdmitTicket *tickets;
+	pg_crc32c  *crcs;
+	uint32	   *slots;			/* scratch for tier_batch_flush */
+} TierBatch;
+
+extern bool tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
+							BlockNumber block, char *buffer);
+extern void tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
+							BlockNumber block, char *page,
+							TierAdmitTicket *ticket);
+
+extern TierBatch *tier_batch_create(int capacity);
+extern char *tier_batch_page(TierBatch *batch);
+extern void tier_batch_add(TierBatch *batch, const BpextRelFile *rfile,
+						   ForkNumber fork, BlockNumber block,
+						   TierAdmitTicket *ticket);
+extern int	tier_batch_flush(TierBatch *batch);
+
+#endif							/* BPEXT_TIER_IO_H */

@@ -1,0 +1,1048 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_map.c
+ *	  The tier's shared-memory map: a chained hash from page identity to
+ *	  tier-file slot, a CLOCK replacement hand over the slots, and the
+ *	  generation counters that keep a slot from outliving the data-file
+ *	  image it copies.
+ *
+ * Layout.  Each slot of the tier file has a TierSlot (24 bytes): the block
+ * number, the index of its relation entry (TierRel), the relation
+ * generation it was admitted under, the CRC of its content, the next slot
+ * in its hash chain, and an atomic state word.  Relation identity (the
+ * RelFileNode and fork) is kept once per relation in a TierRel, so the map
+ * costs about 28 bytes per 8 kB tier page (bucket array included).
+ *
+ * Slot state word: a pin count (readers copying the slot out of the file),
+ * a CLOCK usage count, and two flags: HASHED (the slot is in a hash chain
+ * and may be served) and FILLING (a process owns the slot and is writing
+ * it).  A slot whose word is zero is free.
+ *
+ * Locking protocol.
+ *
+ *	- Hash chains are protected by BPEXT_MAP_PARTITIONS LWLocks; bucket b
+ *	  belongs to partition b % BPEXT_MAP_PARTITIONS.  Lookups hold the lock
+ *	  shared while they pin a slot; anything that links or unlinks a slot
+ *	  holds it exclusive.  A slot can only become unhashed under the
+ *	  exclusive lock, and pins are only taken under the shared lock, so an
+ *	  evictor holding the exclusive lock and seeing no pins can take the
+ *	  slot.  Unpinning needs no lock.
+ *	- A slot's rel/block/generation/crc fields are written only by the
+ *	  process that owns it in FILLING state, before it is published, and
+ *	  are stable while it is HASHED.
+ *	- TierRels are reference counted (one reference per slot naming it,
+ *	  plus one per in-flight admission); the rel hash and free list are
+ *	  protected by rel_lock.  A TierRel's key never changes while it is
+ *	  referenced, so slots may read it without the lock.
+ *	- Generations: every TierRel has one, bumped by unlink, create,
+ *	  truncation and database-wide events; a slot records the generation it
+ *	  was admitted under and is dead once they differ.  Writes bump one of
+ *	  BPEXT_WRITE_COUNTERS hashed per-block counters instead.  Admitters
+ *	  sample both before copying a page and publish only if neither moved,
+ *	  checked under the partition lock, so invalidation (bump, then unlink
+ *	  under the same lock) and publication are serialised.
+ *	- map_epoch (in BpextControl) is bumped by the worker whenever it takes
+ *	  slots away wholesale (disable, error, shrink); publication checks it
+ *	  too.
+ *
+ * Nothing here raises an error or allocates memory: these functions run
+ * inside smgr calls, some of them in critical sections.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "port/pg_bitutils.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+
+#include "bpext.h"
+#include "tier_map.h"
+
+#define BPEXT_MAP_PARTITIONS	128
+#define BPEXT_WRITE_COUNTERS	65536	/* power of two */
+
+/* Drop a relation's slots one by one on unlink if it has at most this many
+ * blocks cached; larger ones are left to the CLOCK hand as dead slots. */
+#define BPEXT_EAGER_INVALIDATE_BLOCKS	8192
+
+#define SLOT_REFCOUNT_ONE	1U
+#define SLOT_REFCOUNT_MASK	0x0000FFFFU
+#define SLOT_USAGE_ONE		(1U << 16)
+#define SLOT_USAGE_MASK		(3U << 16)
+#define SLOT_USAGE_MAX		3
+#define SLOT_FILLING		(1U << 29)
+#define SLOT_HASHED			(1U << 30)
+
+#define SLOT_REFCOUNT(s)	((s) & SLOT_REFCOUNT_MASK)
+#define SLOT_USAGE(s)		(((s) & SLOT_USAGE_MASK) >> 16)
+
+typedef struct TierSlot
+{
+	uint32		rel;			/* TierRel index, or TIER_INVALID_INDEX */
+	BlockNumber block;
+	uint32		next;			/* next slot in the hash chain */
+	uint32		generation;		/* TierRel generation at admission */
+	pg_crc32c	crc;			/* tier_page_crc() of the slot's content */
+	pg_atomic_uint32 state;
+} TierSlot;
+
+typedef struct TierRel
+{
+	BpextRelFile rfile;
+	ForkNumber	fork;
+	pg_atomic_uint32 generation;
+	pg_atomic_uint32 refcount;
+	pg_atomic_uint32 nblocks_hint;	/* 1 + highest block ever admitted */
+	uint32		next;			/* rel hash chain, or free list */
+} TierRel;
+
+typedef struct TierMap
+{
+	uint32		max_slots;
+	uint32		nbuckets;		/* power of two */
+	uint32		nrels;
+	uint32		rel_nbuckets;	/* power of two */
+	pg_atomic_uint32 clock_hand;
+	pg_atomic_uint32 next_generation;
+	pg_atomic_uint32 used_slots;	/* HASHED slots */
+	uint32		rel_free;		/* free-list head, under rel_lock */
+	LWLock	   *rel_lock;
+	LWLockPadded *partition_locks;
+	uint32	   *buckets;
+	uint32	   *rel_buckets;
+	TierRel    *rels;
+	TierSlot   *slots;
+	pg_atomic_uint32 *write_generations;
+} TierMap;
+
+/* Key hashed to find a page's bucket; no padding, so hash_bytes is safe. */
+typedef struct TierPageKey
+{
+	BpextRelFile rfile;
+	int32		fork;
+	BlockNumber block;
+} TierPageKey;
+
+typedef struct TierRelKey
+{
+	BpextRelFile rfile;
+	int32		fork;
+} TierRelKey;
+
+static TierMap *Map = NULL;
+
+static uint32 rel_nblocks_hint(uint32 rel);
+static bool slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket);
+static void slot_release_owned(uint32 slot);
+static void rel_release(uint32 rel);
+
+static inline uint32
+page_hash(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
+{
+	TierPageKey key;
+
+	key.rfile = *rfile;
+	key.fork = (int32) fork;
+	key.block = block;
+	return hash_bytes((const unsigned char *) &key, sizeof(key));
+}
+
+static inline uint32
+rel_hash(const BpextRelFile *rfile, ForkNumber fork)
+{
+	TierRelKey	key;
+
+	key.rfile = *rfile;
+	key.fork = (int32) fork;
+	return hash_bytes((const unsigned char *) &key, sizeof(key));
+}
+
+static inline uint32
+bucket_of(uint32 hash)
+{
+	return hash & (Map->nbuckets - 1);
+}
+
+static inline LWLock *
+partition_lock(uint32 bucket)
+{
+	return &Map->partition_locks[bucket % BPEXT_MAP_PARTITIONS].lock;
+}
+
+static inline pg_atomic_uint32 *
+write_generation(uint32 hash)
+{
+	return &Map->write_generations[hash & (BPEXT_WRITE_COUNTERS - 1)];
+}
+
+/* Does the slot (which must be HASHED or pinned) hold this page? */
+static inline bool
+slot_matches(const TierSlot *s, const BpextRelFile *rfile, ForkNumber fork,
+			 BlockNumber block)
+{
+	const TierRel *r;
+
+	if (s->block != block)
+		return false;
+	r = &Map->rels[s->rel];
+	return r->fork == fork && BPEXT_RELFILE_EQUAL(r->rfile, *rfile);
+}
+
+static inline bool
+slot_is_current(const TierSlot *s)
+{
+	return s->generation == pg_atomic_read_u32(&Map->rels[s->rel].generation);
+}
+
+/* ---------------------------------------------------------------------
+ * Shared memory
+ * ---------------------------------------------------------------------
+ */
+
+static void
+map_dimensions(uint32 max_slots, uint32 *nbuckets, uint32 *nrels,
+			   uint32 *rel_nbuckets)
+{
+	*nbuckets = pg_nextpower2_32(Max(max_slots / 2, 16));
+	*nrels = Max(max_slots / 16, 1024);
+	*rel_nbuckets = pg_nextpower2_32(*nrels / 2);
+}
+
+int
+tier_map_lwlock_count(void)
+{
+	return BPEXT_MAP_PARTITIONS + 1;
+}
+
+Size
+tier_map_shmem_size(uint32 max_slots)
+{
+	uint32		nbuckets,
+				nrels,
+				rel_nbuckets;
+	Size		size;
+
+	map_dimensions(max_slots, &nbuckets, &nrels, &rel_nbuckets);
+	size = MAXALIGN(sizeof(TierMap));
+	size = add_size(size, MAXALIGN(mul_size(nbuckets, sizeof(uint32))));
+	size = add_size(size, MAXALIGN(mul_size(rel_nbuckets, sizeof(uint32))));
+	size = add_size(size, MAXALIGN(mul_size(nrels, sizeof(TierRel))));
+	size = add_size(size, MAXALIGN(mul_size(max_slots, sizeof(TierSlot))));
+	size = add_size(size, MAXALIGN(mul_size(BPEXT_WRITE_COUNTERS,
+											sizeof(pg_atomic_uint32))));
+	return size;
+}
+
+/*
+ * Shared memory per tier page, for the views and the 40-byte budget the
+ * design holds us to.
+ */
+Size
+tier_map_bytes_per_slot(void)
+{
+	if (Map == NULL || Map->max_slots == 0)
+		return 0;
+	return tier_map_shmem_size(Map->max_slots) / Map->max_slots;
+}
+
+void
+tier_map_shmem_init(uint32 max_slots, bool found)
+{
+	char	   *p;
+	uint32		i;
+	LWLockPadded *locks;
+
+	p = ShmemInitStruct("bpext tier map", tier_map_shmem_size(max_slots),
+						&found);
+	Map = (TierMap *) p;
+	locks = GetNamedLWLockTranche("bpext");
+
+	if (found)
+		return;
+
+	map_dimensions(max_slots, &Map->nbuckets, &Map->nrels, &Map->rel_nbuckets);
+	Map->max_slots = max_slots;
+	pg_atomic_init_u32(&Map->clock_hand, 0);
+	pg_atomic_init_u32(&Map->next_generation, 1);
+	pg_atomic_init_u32(&Map->used_slots, 0);
+	Map->rel_lock = &locks[BPEXT_MAP_PARTITIONS].lock;
+	Map->partition_locks = locks;
+
+	p += MAXALIGN(sizeof(TierMap));
+	Map->buckets = (uint32 *) p;
+	p += MAXALIGN(Map->nbuckets * sizeof(uint32));
+	Map->rel_buckets = (uint32 *) p;
+	p += MAXALIGN(Map->rel_nbuckets * sizeof(uint32));
+	Map->rels = (TierRel *) p;
+	p += MAXALIGN(Map->nrels * sizeof(TierRel));
+	Map->slots = (TierSlot *) p;
+	p += MAXALIGN(max_slots * sizeof(TierSlot));
+	Map->write_generations = (pg_atomic_uint32 *) p;
+
+	for (i = 0; i < Map->nbuckets; i++)
+		Map->buckets[i] = TIER_INVALID_INDEX;
+	for (i = 0; i < Map->rel_nbuckets; i++)
+		Map->rel_buckets[i] = TIER_INVALID_INDEX;
+	for (i = 0; i < Map->nrels; i++)
+	{
+		TierRel    *r = &Map->rels[i];
+
+		memset(r, 0, sizeof(TierRel));
+		pg_atomic_init_u32(&r->generation, 0);
+		pg_atomic_init_u32(&r->refcount, 0);
+		pg_atomic_init_u32(&r->nblocks_hint, 0);
+		r->next = (i + 1 < Map->nrels) ? i + 1 : TIER_INVALID_INDEX;
+	}
+	Map->rel_free = 0;
+	for (i = 0; i < max_slots; i++)
+	{
+		TierSlot   *s = &Map->slots[i];
+
+		s->rel = TIER_INVALID_INDEX;
+		s->block = InvalidBlockNumber;
+		s->next = TIER_INVALID_INDEX;
+		s->generation = 0;
+		s->crc = 0;
+		pg_atomic_init_u32(&s->state, 0);
+	}
+	for (i = 0; i < BPEXT_WRITE_COUNTERS; i++)
+		pg_atomic_init_u32(&Map->write_generations[i], 0);
+}
+
+pg_crc32c
+tier_page_crc(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
+			  const char *page)
+{
+	TierPageKey key;
+	pg_crc32c	crc;
+
+	key.rfile = *rfile;
+	key.fork = (int32) fork;
+	key.block = block;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &key, sizeof(key));
+	COMP_CRC32C(crc, page, BLCKSZ);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/* ---------------------------------------------------------------------
+ * Serving reads
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Find a current copy of the page and pin its slot, so that it cannot be
+ * reused while the caller reads it from the tier file.  Returns the slot
+ * and its stored CRC, or TIER_INVALID_INDEX.  Counts towards the slot's
+ * CLOCK usage.
+ */
+uint32
+tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
+					BlockNumber block, pg_crc32c *crc)
+{
+	uint32		bucket = bucket_of(page_hash(rfile, fork, block));
+	LWLock	   *lock = partition_lock(bucket);
+	uint32		slot;
+
+	if (pg_atomic_read_u32(&Map->used_slots) == 0)
+		return TIER_INVALID_INDEX;
+
+	LWLockAcquire(lock, LW_SHARED);
+	for (slot = Map->buckets[bucket]; slot != TIER_INVALID_INDEX;
+		 slot = Map->slots[slot].next)
+	{
+		TierSlot   *s = &Map->slots[slot];
+		uint32		old_state;
+
+		if (!slot_matches(s, rfile, fork, block))
+			continue;
+		if (!slot_is_current(s))
+			break;
+
+		old_state = pg_atomic_read_u32(&s->state);
+		for (;;)
+		{
+			uint32		new_state = old_state + SLOT_REFCOUNT_ONE;
+
+			if (SLOT_USAGE(old_state) < SLOT_USAGE_MAX)
+				new_state += SLOT_USAGE_ONE;
+			if (pg_atomic_compare_exchange_u32(&s->state, &old_state,
+											   new_state))
+				break;
+		}
+		*crc = s->crc;
+		LWLockRelease(lock);
+		return slot;
+	}
+	LWLockRelease(lock);
+	return TIER_INVALID_INDEX;
+}
+
+/*
+ * After the caller has read a pinned slot: is it still the current copy?
+ * A slot can be unhashed while pinned (invalidation, disable, shrink); the
+ * pin only keeps it from being reused.
+ */
+bool
+tier_map_pin_still_valid(uint32 slot)
+{
+	TierSlot   *s = &Map->slots[slot];
+
+	pg_memory_barrier();
+	return (pg_atomic_read_u32(&s->state) & SLOT_HASHED) != 0 &&
+		slot_is_current(s) &&
+		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED;
+}
+
+void
+tier_map_unpin(uint32 slot)
+{
+	pg_atomic_fetch_sub_u32(&Map->slots[slot].state, SLOT_REFCOUNT_ONE);
+}
+
+/* Is a current copy of the page in the tier?  (No pin taken.) */
+bool
+tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
+				  BlockNumber block)
+{
+	uint32		bucket = bucket_of(page_hash(rfile, fork, block));
+	LWLock	   *lock = partition_lock(bucket);
+	uint32		slot;
+	bool		found = false;
+
+	if (pg_atomic_read_u32(&Map->used_slots) == 0)
+		return false;
+
+	LWLockAcquire(lock, LW_SHARED);
+	for (slot = Map->buckets[bucket]; slot != TIER_INVALID_INDEX;
+		 slot = Map->slots[slot].next)
+	{
+		TierSlot   *s = &Map->slots[slot];
+
+		if (slot_matches(s, rfile, fork, block))
+		{
+			found = slot_is_current(s);
+			break;
+		}
+	}
+	LWLockRelease(lock);
+	return found;
+}
+
+/* ---------------------------------------------------------------------
+ * Relation entries
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Find the relation's entry, optionally creating it, and take a reference.
+ * Returns TIER_INVALID_INDEX if it does not exist and create is false, or if
+ * the table is full.
+ */
+static uint32
+rel_acquire(const BpextRelFile *rfile, ForkNumber fork, bool create)
+{
+	uint32		b = rel_hash(rfile, fork) & (Map->rel_nbuckets - 1);
+	uint32		rel;
+
+	LWLockAcquire(Map->rel_lock, LW_EXCLUSIVE);
+	for (rel = Map->rel_buckets[b]; rel != TIER_INVALID_INDEX;
+		 rel = Map->rels[rel].next)
+	{
+		TierRel    *r = &Map->rels[rel];
+
+		if (r->fork == fork && BPEXT_RELFILE_EQUAL(r->rfile, *rfile))
+		{
+			pg_atomic_fetch_add_u32(&r->refcount, 1);
+			LWLockRelease(Map->rel_lock);
+			return rel;
+		}
+	}
+
+	rel = Map->rel_free;
+	if (create && rel != TIER_INVALID_INDEX)
+	{
+		TierRel    *r = &Map->rels[rel];
+
+		Map->rel_free = r->next;
+		r->rfile = *rfile;
+		r->fork = fork;
+		pg_atomic_write_u32(&r->generation,
+							pg_atomic_fetch_add_u32(&Map->next_generation, 1));
+		pg_atomic_write_u32(&r->refcount, 1);
+		pg_atomic_write_u32(&r->nblocks_hint, 0);
+		r->next = Map->rel_buckets[b];
+		Map->rel_buckets[b] = rel;
+	}
+	else
+		rel = TIER_INVALID_INDEX;
+	LWLockRelease(Map->rel_lock);
+	return rel;
+}
+
+/* Drop a reference; the last one returns the entry to the free list. */
+static void
+rel_release(uint32 rel)
+{
+	TierRel    *r = &Map->rels[rel];
+	uint32		old = pg_atomic_read_u32(&r->refcount);
+	uint32		b;
+	uint32	   *link;
+
+	/* Fast path: not the last reference. */
+	while (old > 1)
+	{
+		if (pg_atomic_compare_exchange_u32(&r->refcount, &old, old - 1))
+			return;
+	}
+
+	LWLockAcquire(Map->rel_lock, LW_EXCLUSIVE);
+	if (pg_atomic_sub_fetch_u32(&r->refcount, 1) > 0)
+	{
+		/* Someone found it in the hash meanwhile. */
+		LWLockRelease(Map->rel_lock);
+		return;
+	}
+	b = rel_hash(&r->rfile, r->fork) & (Map->rel_nbuckets - 1);
+	for (link = &Map->rel_buckets[b]; *link != TIER_INVALID_INDEX;
+		 link = &Map->rels[*link].next)
+	{
+		if (*link == rel)
+		{
+			*link = r->next;
+			break;
+		}
+	}
+	r->next = Map->rel_free;
+	Map->rel_free = rel;
+	LWLockRelease(Map->rel_lock);
+}
+
+static void
+rel_bump_generation(uint32 rel)
+{
+	pg_atomic_write_u32(&Map->rels[rel].generation,
+						pg_atomic_fetch_add_u32(&Map->next_generation, 1));
+	pg_memory_barrier();
+}
+
+static uint32
+rel_nblocks_hint(uint32 rel)
+{
+	return pg_atomic_read_u32(&Map->rels[rel].nblocks_hint);
+}
+
+/* ---------------------------------------------------------------------
+ * Admitting pages
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Prepare to copy a page into the tier: pin its relation entry and sample
+ * the generations the copy must not outlive.  Call this before taking the
+ * copy.  Returns false (nothing held) if the relation table is full.
+ */
+bool
+tier_map_begin_admit(const BpextRelFile *rfile, ForkNumber fork,
+					 BlockNumber block, TierAdmitTicket *ticket)
+{
+	uint32		rel = rel_acquire(rfile, fork, true);
+	uint32		hint;
+
+	if (rel == TIER_INVALID_INDEX)
+	{
+		BPEXT_COUNT(admission_skips, 1);
+		return false;
+	}
+	/*
+	 * Advertise the block before sampling, so that a truncation that does
+	 * not see it in nblocks_hint cannot race with this admission.
+	 */
+	hint = pg_atomic_read_u32(&Map->rels[rel].nblocks_hint);
+	while (hint <= block &&
+		   !pg_atomic_compare_exchange_u32(&Map->rels[rel].nblocks_hint,
+										   &hint, block + 1))
+		;
+	pg_memory_barrier();
+
+	ticket->rel = rel;
+	ticket->block = block;
+	ticket->hash = page_hash(rfile, fork, block);
+	ticket->map_epoch = pg_atomic_read_u32(&BpextCtl->map_epoch);
+	ticket->rel_generation = pg_atomic_read_u32(&Map->rels[rel].generation);
+	ticket->write_generation =
+		pg_atomic_read_u32(write_generation(ticket->hash));
+	pg_memory_barrier();
+	return true;
+}
+
+void
+tier_map_cancel_admit(TierAdmitTicket *ticket)
+{
+	rel_release(ticket->rel);
+	ticket->rel = TIER_INVALID_INDEX;
+}
+
+/*
+ * Take a slot for a new page with the CLOCK hand: free slots first come
+ * first served, then dead slots (their relation moved on), then live slots
+ * whose usage count has worn down to zero.  The slot returned is in FILLING
+ * state, owned by the caller.  Gives up after two sweeps of pinned or busy
+ * slots and returns TIER_INVALID_INDEX.
+ */
+uint32
+tier_map_alloc_slot(void)
+{
+	uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
+	uint64		tries;
+
+	if (nslots == 0)
+		return TIER_INVALID_INDEX;
+
+	for (tries = 0; tries < (uint64) nslots * 4; tries++)
+	{
+		uint32		slot = pg_atomic_fetch_add_u32(&Map->clock_hand, 1) % nslots;
+		TierSlot   *s = &Map->slots[slot];
+		uint32		state = pg_atomic_read_u32(&s->state);
+		uint32		rel;
+		uint32		bucket;
+		LWLock	   *lock;
+		uint32		prev;
+		uint32		cur;
+
+		if (state == 0)
+		{
+			if (pg_atomic_compare_exchange_u32(&s->state, &state, SLOT_FILLING))
+			{
+				slot_release_owned(slot);
+				pg_atomic_write_u32(&s->state, SLOT_FILLING);
+				return slot;
+			}
+			continue;
+		}
+		if (!(state & SLOT_HASHED) || SLOT_REFCOUNT(state) > 0)
+			continue;
+		if (SLOT_USAGE(state) > 0 && slot_is_current(s))
+		{
+			pg_atomic_compare_exchange_u32(&s->state, &state,
+										   state - SLOT_USAGE_ONE);
+			continue;
+		}
+
+		/*
+		 * Evict it: unlink it from its chain under the partition lock.  The
+		 * slot may change hands before we get the lock, so the bucket is
+		 * only a guess until we find the slot in its chain, and its state
+		 * must be checked again there (pins are only taken under the
+		 * partition lock, so none can appear while we hold it).
+		 */
+		rel = s->rel;
+		if (rel == TIER_INVALID_INDEX)
+			continue;
+		bucket = bucket_of(page_hash(&Map->rels[rel].rfile,
+									 Map->rels[rel].fork, s->block));
+		lock = partition_lock(bucket);
+		if (!LWLockConditionalAcquire(lock, LW_EXCLUSIVE))
+			continue;
+		state = pg_atomic_read_u32(&s->state);
+		if (!(state & SLOT_HASHED) || SLOT_REFCOUNT(state) > 0 ||
+			(SLOT_USAGE(state) > 0 && slot_is_current(s)))
+		{
+			LWLockRelease(lock);
+			continue;
+		}
+		prev = TIER_INVALID_INDEX;
+		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+			 cur = Map->slots[cur].next)
+		{
+			if (cur == slot)
+				break;
+			prev = cur;
+		}
+		if (cur == slot)
+		{
+			bool		live = slot_is_current(s);
+
+			if (slot_unhash_locked(slot, prev, bucket))
+			{
+				LWLockRelease(lock);
+				if (live)
+					BPEXT_COUNT(page_evictions, 1);
+				return slot;
+			}
+		}
+		LWLockRelease(lock);
+	}
+	BPEXT_COUNT(admission_skips, 1);
+	return TIER_INVALID_INDEX;
+}
+
+/*
+ * Unlink a slot from its chain (caller holds the chain's partition lock
+ * exclusive; prev is the slot before it or TIER_INVALID_INDEX).  If nobody
+ * has it pinned, the caller becomes its owner in FILLING state and true is
+ * returned; otherwise it is left unhashed for the last pin holder to free
+ * and false is returned.
+ */
+static bool
+slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
+{
+	TierSlot   *s = &Map->slots[slot];
+	uint32		state;
+
+	if (prev == TIER_INVALID_INDEX)
+		Map->buckets[bucket] = s->next;
+	else
+		Map->slots[prev].next = s->next;
+	s->next = TIER_INVALID_INDEX;
+	pg_atomic_fetch_sub_u32(&Map->used_slots, 1);
+
+	state = pg_atomic_read_u32(&s->state);
+	for (;;)
+	{
+		uint32		new_state;
+
+		if (SLOT_REFCOUNT(state) > 0)
+			new_state = state & ~(SLOT_HASHED | SLOT_USAGE_MASK);
+		else
+			new_state = SLOT_FILLING;
+		if (pg_atomic_compare_exchange_u32(&s->state, &state, new_state))
+			return new_state == SLOT_FILLING;
+	}
+}
+
+/* Drop the relation reference of a slot the caller owns (FILLING). */
+static void
+slot_release_owned(uint32 slot)
+{
+	TierSlot   *s = &Map->slots[slot];
+
+	if (s->rel != TIER_INVALID_INDEX)
+	{
+		rel_release(s->rel);
+		s->rel = TIER_INVALID_INDEX;
+	}
+	s->block = InvalidBlockNumber;
+}
+
+/* Give back a FILLING slot that will not be published. */
+void
+tier_map_free_slot(uint32 slot)
+{
+	slot_release_owned(slot);
+	pg_atomic_write_u32(&Map->slots[slot].state, 0);
+}
+
+/*
+ * Make a filled slot servable, unless the page changed since the ticket
+ * was taken.  Consumes the ticket and the slot either way; returns whether
+ * the copy was published.
+ */
+bool
+tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc)
+{
+	TierSlot   *s = &Map->slots[slot];
+	uint32		bucket = bucket_of(ticket->hash);
+	LWLock	   *lock = partition_lock(bucket);
+	TierRel    *r = &Map->rels[ticket->rel];
+	uint32		prev;
+	uint32		cur;
+
+	Assert(pg_atomic_read_u32(&s->state) == SLOT_FILLING);
+	Assert(s->rel == TIER_INVALID_INDEX);
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
+		pg_atomic_read_u32(&BpextCtl->map_epoch) != ticket->map_epoch ||
+		slot >= pg_atomic_read_u32(&BpextCtl->active_slots) ||
+		pg_atomic_read_u32(&r->generation) != ticket->rel_generation ||
+		pg_atomic_read_u32(write_generation(ticket->hash)) !=
+		ticket->write_generation)
+	{
+		LWLockRelease(lock);
+		tier_map_free_slot(slot);
+		tier_map_cancel_admit(ticket);
+		BPEXT_COUNT(publish_races, 1);
+		return false;
+	}
+
+	/* An older copy of the same page (dead or not) gives way. */
+	prev = TIER_INVALID_INDEX;
+	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		 cur = Map->slots[cur].next)
+	{
+		TierSlot   *c = &Map->slots[cur];
+
+		if (c->rel == ticket->rel && c->block == ticket->block)
+		{
+			if (slot_unhash_locked(cur, prev, bucket))
+				tier_map_free_slot(cur);
+			break;
+		}
+		prev = cur;
+	}
+
+	/* The ticket's relation reference passes to the slot. */
+	s->rel = ticket->rel;
+	s->block = ticket->block;
+	s->generation = ticket->rel_generation;
+	s->crc = crc;
+	s->next = Map->buckets[bucket];
+	pg_write_barrier();
+	Map->buckets[bucket] = slot;
+	pg_atomic_write_u32(&s->state, SLOT_HASHED | SLOT_USAGE_ONE);
+	pg_atomic_fetch_add_u32(&Map->used_slots, 1);
+	LWLockRelease(lock);
+
+	ticket->rel = TIER_INVALID_INDEX;
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Keeping the invariant
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Remove the page's slot from the map if it is there.  The caller has
+ * already made any in-flight copy unpublishable.
+ */
+static void
+remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
+			uint32 hash)
+{
+	uint32		bucket = bucket_of(hash);
+	LWLock	   *lock = partition_lock(bucket);
+	uint32		prev = TIER_INVALID_INDEX;
+	uint32		cur;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		 cur = Map->slots[cur].next)
+	{
+		TierSlot   *c = &Map->slots[cur];
+
+		if (slot_matches(c, rfile, fork, block))
+		{
+			if (slot_is_current(c))
+				BPEXT_COUNT(invalidations, 1);
+			if (slot_unhash_locked(cur, prev, bucket))
+				tier_map_free_slot(cur);
+			break;
+		}
+		prev = cur;
+	}
+	LWLockRelease(lock);
+}
+
+/*
+ * A new image of the page is about to be written to its data file.  Called
+ * before the write, so that a copy taken before it can no longer be
+ * published, and the old copy is gone before the new image lands.
+ */
+void
+tier_map_invalidate_block(const BpextRelFile *rfile, ForkNumber fork,
+						  BlockNumber block)
+{
+	uint32		hash = page_hash(rfile, fork, block);
+
+	pg_atomic_fetch_add_u32(write_generation(hash), 1);
+	if (pg_atomic_read_u32(&Map->used_slots) == 0)
+		return;
+	remove_page(rfile, fork, block, hash);
+}
+
+/*
+ * Blocks [first, end) of the fork are going away (truncation).  With an
+ * unknown end, or a range larger than what the tier holds of the
+ * relation, the whole fork's generation moves on instead.
+ */
+void
+tier_map_invalidate_from(const BpextRelFile *rfile, ForkNumber fork,
+						 BlockNumber first, BlockNumber end)
+{
+	uint32		rel = rel_acquire(rfile, fork, false);
+	BlockNumber hint;
+	BlockNumber block;
+
+	if (rel == TIER_INVALID_INDEX)
+		return;					/* nothing cached, nothing in flight */
+
+	hint = rel_nblocks_hint(rel);
+	if (end == InvalidBlockNumber || end > hint)
+		end = hint;
+	if (first >= end)
+	{
+		rel_release(rel);
+		return;
+	}
+	if (end - first > BPEXT_EAGER_INVALIDATE_BLOCKS)
+	{
+		rel_bump_generation(rel);
+		rel_release(rel);
+		return;
+	}
+	for (block = first; block < end; block++)
+		tier_map_invalidate_block(rfile, fork, block);
+	rel_release(rel);
+}
+
+/*
+ * The fork's file is being created or removed: every copy of it is dead,
+ * and so is any copy in flight.
+ */
+void
+tier_map_invalidate_fork(const BpextRelFile *rfile, ForkNumber fork)
+{
+	uint32		rel = rel_acquire(rfile, fork, false);
+	BlockNumber hint;
+	BlockNumber block;
+
+	if (rel == TIER_INVALID_INDEX)
+		return;
+	rel_bump_generation(rel);
+	hint = rel_nblocks_hint(rel);
+	if (hint <= BPEXT_EAGER_INVALIDATE_BLOCKS)
+	{
+		/* Free the slots now, so the relation entry can be recycled. */
+		for (block = 0; block < hint; block++)
+			remove_page(rfile, fork, block, page_hash(rfile, fork, block));
+	}
+	rel_release(rel);
+}
+
+/*
+ * Every relation of the database is dead (DROP DATABASE, CREATE DATABASE
+ * reusing an OID, ALTER DATABASE SET TABLESPACE).
+ */
+void
+tier_map_invalidate_database(Oid dbid)
+{
+	uint32		rel;
+
+	LWLockAcquire(Map->rel_lock, LW_SHARED);
+	for (rel = 0; rel < Map->nrels; rel++)
+	{
+		TierRel    *r = &Map->rels[rel];
+
+		if (pg_atomic_read_u32(&r->refcount) > 0 &&
+			BPEXT_RELFILE_DB(r->rfile) == dbid)
+			rel_bump_generation(rel);
+	}
+	LWLockRelease(Map->rel_lock);
+}
+
+/* ---------------------------------------------------------------------
+ * Whole-map operations
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Wait until every publication that sampled the old map_epoch has either
+ * finished or will see the new one: each one holds a partition lock while
+ * it checks, so taking each lock once is enough.
+ */
+static void
+wait_for_publishers(void)
+{
+	int			i;
+
+	pg_memory_barrier();
+	for (i = 0; i < BPEXT_MAP_PARTITIONS; i++)
+	{
+		LWLockAcquire(&Map->partition_locks[i].lock, LW_EXCLUSIVE);
+		LWLockRelease(&Map->partition_locks[i].lock);
+	}
+}
+
+/* Empty the map (disable, error).  The caller has left ENABLED state. */
+void
+tier_map_clear(void)
+{
+	int			part;
+
+	pg_atomic_fetch_add_u32(&BpextCtl->map_epoch, 1);
+	wait_for_publishers();
+
+	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
+	{
+		LWLock	   *lock = &Map->partition_locks[part].lock;
+		uint32		bucket;
+
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		for (bucket = part; bucket < Map->nbuckets;
+			 bucket += BPEXT_MAP_PARTITIONS)
+		{
+			while (Map->buckets[bucket] != TIER_INVALID_INDEX)
+			{
+				uint32		slot = Map->buckets[bucket];
+
+				if (slot_unhash_locked(slot, TIER_INVALID_INDEX, bucket))
+					tier_map_free_slot(slot);
+			}
+		}
+		LWLockRelease(lock);
+	}
+}
+
+/*
+ * Change how many slots may be used.  Shrinking first stops new
+ * publications into the slots being taken away, then drops what they
+ * hold.
+ */
+void
+tier_map_set_active_slots(uint32 nslots)
+{
+	uint32		old = pg_atomic_read_u32(&BpextCtl->active_slots);
+	uint32		slot;
+
+	Assert(nslots <= Map->max_slots);
+	pg_atomic_write_u32(&BpextCtl->active_slots, nslots);
+	if (nslots >= old)
+		return;
+
+	pg_atomic_fetch_add_u32(&BpextCtl->map_epoch, 1);
+	wait_for_publishers();
+
+	for (slot = nslots; slot < old; slot++)
+	{
+		TierSlot   *s = &Map->slots[slot];
+		uint32		state = pg_atomic_read_u32(&s->state);
+		uint32		bucket;
+		LWLock	   *lock;
+		uint32		prev = TIER_INVALID_INDEX;
+		uint32		cur;
+
+		uint32		rel = s->rel;
+
+		if (!(state & SLOT_HASHED) || rel == TIER_INVALID_INDEX)
+			continue;
+		bucket = bucket_of(page_hash(&Map->rels[rel].rfile,
+									 Map->rels[rel].fork, s->block));
+		lock = partition_lock(bucket);
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+			 cur = Map->slots[cur].next)
+		{
+			if (cur == slot)
+			{
+				if (slot_unhash_locked(slot, prev, bucket))
+					tier_map_free_slot(slot);
+				break;
+			}
+			prev = cur;
+		}
+		LWLockRelease(lock);
+	}
+}
+
+uint32
+tier_map_used_slots(void)
+{
+	return Map ? pg_atomic_read_u32(&Map->used_slots) : 0;
+}

@@ -1,0 +1,82 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_map.h
+ *	  The tier's shared-memory map: which page lives in which slot of the
+ *	  tier file, and whether that copy is still current.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_TIER_MAP_H
+#define BPEXT_TIER_MAP_H
+
+#include "common/relpath.h"
+#include "port/pg_crc32c.h"
+#include "storage/block.h"
+
+#include "compat.h"
+
+#define TIER_INVALID_INDEX	PG_UINT32_MAX
+
+/*
+ * What an admitter holds between deciding to copy a page and publishing
+ * the copy: the page's relation entry pinned, and the generations sampled
+ * before the copy was taken.  Publishing succeeds only if none of them
+ * moved, which is how a copy racing with a write, a truncation, an unlink
+ * or a DROP DATABASE is thrown away instead of published (design.md §2).
+ */
+typedef struct TierAdmitTicket
+{
+	uint32		rel;			/* pinned TierRel index */
+	uint32		rel_generation;
+	uint32		write_generation;
+	uint32		map_epoch;
+	uint32		hash;
+	BlockNumber block;
+} TierAdmitTicket;
+
+extern Size tier_map_shmem_size(uint32 max_slots);
+extern void tier_map_shmem_init(uint32 max_slots, bool found);
+extern int	tier_map_lwlock_count(void);
+
+/* Serving reads. */
+extern uint32 tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
+								  BlockNumber block, pg_crc32c *crc);
+extern bool tier_map_pin_still_valid(uint32 slot);
+extern void tier_map_unpin(uint32 slot);
+extern bool tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
+							  BlockNumber block);
+
+/* Admitting pages. */
+extern bool tier_map_begin_admit(const BpextRelFile *rfile, ForkNumber fork,
+								 BlockNumber block, TierAdmitTicket *ticket);
+extern void tier_map_cancel_admit(TierAdmitTicket *ticket);
+extern uint32 tier_map_alloc_slot(void);
+extern bool tier_map_publish(TierAdmitTicket *ticket, uint32 slot,
+							 pg_crc32c crc);
+extern void tier_map_free_slot(uint32 slot);
+
+/* Keeping the invariant. */
+extern void tier_map_invalidate_block(const BpextRelFile *rfile,
+									  ForkNumber fork, BlockNumber block);
+extern void tier_map_invalidate_from(const BpextRelFile *rfile,
+									 ForkNumber fork, BlockNumber first,
+									 BlockNumber end);
+extern void tier_map_invalidate_fork(const BpextRelFile *rfile,
+									 ForkNumber fork);
+extern void tier_map_invalidate_database(Oid dbid);
+
+/* Whole-map operations, run by the bpext worker. */
+extern void tier_map_clear(void);
+extern void tier_map_set_active_slots(uint32 nslots);
+
+/* Figures for the views. */
+extern uint32 tier_map_used_slots(void);
+extern Size tier_map_bytes_per_slot(void);
+
+/* Checksum of a slot's content: the page and the identity it belongs to. */
+extern pg_crc32c tier_page_crc(const BpextRelFile *rfile, ForkNumber fork,
+							   BlockNumber block, const char *page);
+
+#endif							/* BPEXT_TIER_MAP_H */

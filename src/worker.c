@@ -1,0 +1,139 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The bpext background worker: applies bpext.path and bpext.size,
+ *	  watches the tier file, and pushes clean pages into the tier ahead of
+ *	  the clock sweep.
+ *
+ * One static worker, started once recovery has finished (a standby's tier
+ * stays disabled until promotion, see smgr_wrap.c).  It sleeps on its latch
+ * for bpext.push_interval between push rounds, and not at all while rounds
+ * find work.  A configuration reload (SIGHUP) makes it re-apply the tier
+ * settings; bpext_enable() and friends wait for it to have done so.
+ *
+ * If the worker dies, the postmaster restarts it after a second; the new
+ * incarnation finds the tier in whatever state the old one left, throws
+ * the map away and starts from the configuration again.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/resowner.h"
+#include "utils/timestamp.h"
+
+#include "bpext.h"
+#include "evict_push.h"
+#include "tier_file.h"
+#include "tier_map.h"
+#include "worker.h"
+
+/* How often the worker checks that the tier file is still there. */
+#define FILE_CHECK_INTERVAL_MS	1000
+
+void
+bpext_register_worker(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	strlcpy(worker.bgw_library_name, "bpext", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "bpext_worker_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "bpext tier worker", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "bpext tier worker", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+static void
+worker_detach(int code, Datum arg)
+{
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	BpextCtl->worker_latch = NULL;
+	BpextCtl->worker_pid = 0;
+	LWLockRelease(BpextCtl->control_lock);
+}
+
+/*
+ * A previous worker may have died with the tier enabled: its file
+ * descriptor and lock are gone, so start from nothing.
+ */
+static void
+forget_previous_worker(void)
+{
+	if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_DISABLED)
+		return;
+	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLING);
+	tier_map_clear();
+	tier_map_set_active_slots(0);
+	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	BpextCtl->path[0] = '\0';
+	BpextCtl->size_bytes = 0;
+	LWLockRelease(BpextCtl->control_lock);
+	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLED);
+}
+
+void
+bpext_worker_main(Datum main_arg)
+{
+	TimestampTz last_check = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "bpext tier worker");
+
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	BpextCtl->worker_latch = MyLatch;
+	BpextCtl->worker_pid = MyProcPid;
+	LWLockRelease(BpextCtl->control_lock);
+	before_shmem_exit(worker_detach, 0);
+
+	forget_previous_worker();
+	bpext_apply_configuration();
+
+	for (;;)
+	{
+		TimestampTz now;
+		int			pushed;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			bpext_apply_configuration();
+		}
+
+		now = GetCurrentTimestamp();
+		if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ERROR ||
+			TimestampDifferenceExceeds(last_check, now, FILE_CHECK_INTERVAL_MS))
+		{
+			bpext_tier_check_file();
+			last_check = now;
+		}
+
+		pushed = bpext_push_round();
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 pushed > 0 ? 1 : bpext_push_interval_ms,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}

@@ -1,0 +1,16 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.h
+ *	  The bpext background worker.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_WORKER_H
+#define BPEXT_WORKER_H
+
+extern void bpext_register_worker(void);
+extern PGDLLEXPORT void bpext_worker_main(Datum main_arg);
+
+#endif							/* BPEXT_WORKER_H */
