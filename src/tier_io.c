@@ -33,6 +33,14 @@
 #include "tier_file.h"
 #include "tier_io.h"
 
+/* An aligned page for tier_store_page; static so that no smgr call
+ * allocates. */
+static union
+{
+	char		data[BLCKSZ + TIER_IO_ALIGN];
+	double		force_align;
+}			store_space;
+
 static inline uint64
 elapsed_us(instr_time start)
 {
@@ -98,18 +106,29 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
  */
 void
 tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
-				BlockNumber block, char *page, TierAdmitTicket *ticket)
+				BlockNumber block, const char *page, TierAdmitTicket *ticket)
 {
+	char	   *copy = (char *) TYPEALIGN(TIER_IO_ALIGN, store_space.data);
 	uint32		slot = tier_map_alloc_slot();
 	instr_time	start;
+	pg_crc32c	crc;
 
 	if (slot == TIER_INVALID_INDEX)
 	{
 		tier_map_cancel_admit(ticket);
 		return;
 	}
+
+	/*
+	 * Work on a private copy: the caller's page may be a shared buffer under
+	 * a share lock, where hint bits can change while we write it, and the
+	 * CRC must describe exactly the bytes that reach the tier.
+	 */
+	memcpy(copy, page, BLCKSZ);
+	crc = tier_page_crc(rfile, fork, block, copy);
+
 	INSTR_TIME_SET_CURRENT(start);
-	if (!tier_file_write_pages(slot, 1, &page))
+	if (!tier_file_write_pages(slot, 1, &copy))
 	{
 		int			save_errno = errno;
 
@@ -121,7 +140,7 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 	}
 	BPEXT_COUNT(write_time_us, elapsed_us(start));
 	BPEXT_COUNT(page_writes, 1);
-	tier_map_publish(ticket, slot, tier_page_crc(rfile, fork, block, page));
+	tier_map_publish(ticket, slot, crc);
 }
 
 /* A batch of capacity aligned pages, in TopMemoryContext. */

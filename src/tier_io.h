@@ -30,7 +30,7 @@ typedef struct TierBatch
 extern bool tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 							BlockNumber block, char *buffer);
 extern void tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
-							BlockNumber block, char *page,
+							BlockNumber block, const char *page,
 							TierAdmitTicket *ticket);
 
 extern TierBatch *tier_batch_create(int capacity);
