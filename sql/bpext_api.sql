@@ -1,0 +1,75 @@
+--
+-- The SQL surface: prewarm, resize, counters, and the errors a DBA meets.
+--
+CREATE TABLE prewarm_me (id int PRIMARY KEY, filler text);
+INSERT INTO prewarm_me
+  SELECT g, repeat(md5(g::text), 4) FROM generate_series(1, 20000) g;
+CHECKPOINT;
+
+-- The checkpoint's writes went into the tier too (dual write); start from
+-- an empty tier to see prewarm at work.
+SELECT bpext_disable();
+-- Once off, turning it on again needs a size.
+SELECT bpext_enable();
+SELECT bpext_enable(size => '32MB');
+
+-- Everything not yet in the tier is loaded; a second call finds it there.
+SELECT bpext_prewarm('prewarm_me') > 0 AS loaded_some;
+SELECT bpext_prewarm('prewarm_me');
+SELECT bpext_prewarm('prewarm_me_pkey', 'main') > 0 AS index_loaded;
+
+-- Contents read back match what was written.
+SELECT count(*), sum(length(filler)) FROM prewarm_me;
+
+-- Counters add up.
+SELECT lookups = hits + misses AS lookups_add_up,
+       extension_allocated_pages + extension_free_pages = 32 * 1024 / 8 - 1
+         AS pages_add_up,
+       crc_failures, io_errors
+  FROM bpext_stats;
+
+-- Errors.
+SELECT bpext_prewarm('prewarm_me', 'vm');
+SELECT bpext_prewarm('prewarm_me', 'nosuchfork');
+CREATE TEMP TABLE temp_t (a int);
+SELECT bpext_prewarm('temp_t');
+CREATE VIEW a_view AS SELECT 1 AS one;
+SELECT bpext_prewarm('a_view');
+SELECT bpext_resize('1TB');
+SELECT bpext_resize('banana');
+SELECT bpext_resize('0');
+SELECT bpext_enable('relative/path.tier', '10MB');
+SET bpext.size = '10MB';
+SET bpext.nonexistent = 1;
+
+-- Online resize, both ways.
+SELECT bpext_resize('48MB');
+SELECT current_size_in_kb FROM bpext_configuration;
+SELECT bpext_resize('16MB');
+SELECT current_size_in_kb, allocated_pages <= 16 * 1024 / 8 - 1 AS fits
+  FROM bpext_configuration;
+SELECT count(*), sum(length(filler)) FROM prewarm_me;
+
+-- Monitoring is for pg_monitor, changes are for superusers.
+CREATE ROLE bpext_nobody;
+CREATE ROLE bpext_watcher IN ROLE pg_monitor;
+SET ROLE bpext_nobody;
+SELECT state FROM bpext_configuration;
+SELECT bpext_disable();
+SET ROLE bpext_watcher;
+SELECT state, state_description FROM bpext_configuration;
+SELECT crc_failures FROM bpext_stats;
+SELECT bpext_enable();
+SELECT bpext_resize('20MB');
+RESET ROLE;
+DROP ROLE bpext_nobody;
+DROP ROLE bpext_watcher;
+
+-- Off and on again.
+SELECT bpext_disable();
+SELECT state, state_description, current_size_in_kb, allocated_pages
+  FROM bpext_configuration;
+SELECT bpext_prewarm('prewarm_me');
+SELECT bpext_enable(size => '32MB');
+SELECT state_description FROM bpext_configuration;
+SELECT count(*), sum(length(filler)) FROM prewarm_me;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The bpext demo: a throwaway PostgreSQL 15 cluster with tiny shared
+# buffers and the tier on, a pgbench run against it, and what the tier did.
+# Run as root on Debian 12.  Everything it creates is removed at the end.
+#
+#   test/demo.sh [scale] [seconds]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scale=${1:-30}
+seconds=${2:-30}
+port=5491
+bin=/usr/lib/postgresql/15/bin
+
+test/install-deps.sh
+make -s PG_CONFIG=$bin/pg_config
+make -s PG_CONFIG=$bin/pg_config install
+
+work=$(mktemp -d /tmp/bpext-demo.XXXXXX)
+chown postgres "$work"
+as_pg() { runuser -u postgres -- "$@"; }
+cleanup() {
+    as_pg $bin/pg_ctl -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+echo "== creating a throwaway cluster in $work"
+as_pg $bin/initdb -D "$work/data" -A trust >/dev/null
+cat >> "$work/data/postgresql.conf" <<CONF
+port = $port
+unix_socket_directories = '$work'
+listen_addresses = ''
+shared_preload_libraries = 'bpext'
+shared_buffers = 16MB
+bpext.path = '$work/tier.bpe'
+bpext.size = 1GB
+CONF
+as_pg $bin/pg_ctl -D "$work/data" -l "$work/server.log" -w start >/dev/null
+psql() { as_pg $bin/psql -h "$work" -p $port -X -v ON_ERROR_STOP=1 -d postgres "$@"; }
+
+psql -qc "CREATE EXTENSION bpext"
+echo "== loading pgbench scale $scale ($((scale * 15)) MB) with shared_buffers = 16MB"
+as_pg $bin/pgbench -h "$work" -p $port -i -q -s "$scale" postgres 2>&1 | tail -n 1
+psql -qc "CHECKPOINT"
+
+echo "== pgbench select-only, 2 clients, $seconds s"
+as_pg $bin/pgbench -h "$work" -p $port -S -c 2 -j 2 -T "$seconds" -P 10 postgres \
+    2>&1 | grep -E "^progress|^tps|^latency average"
+
+echo "== pgbench TPC-B (updates), 2 clients, $seconds s"
+as_pg $bin/pgbench -h "$work" -p $port -c 2 -j 2 -T "$seconds" -P 10 postgres \
+    2>&1 | grep -E "^progress|^tps|^latency average"
+
+echo "== tier configuration"
+psql -x -c "SELECT path, state, state_description, current_size_in_kb,
+                   allocated_pages, map_bytes_per_page FROM bpext_configuration"
+echo "== tier counters"
+psql -x -c "SELECT extension_page_reads, extension_page_writes,
+                   extension_page_evictions, extension_allocated_pages,
+                   hits, misses,
+                   round(100.0 * hits / nullif(lookups, 0), 1) AS hit_percent,
+                   crc_failures, io_errors FROM bpext_stats"
+echo "== consistency: pgbench's balances, read through the tier"
+psql -c "SELECT (SELECT sum(abalance) FROM pgbench_accounts) AS accounts,
+                (SELECT sum(tbalance) FROM pgbench_tellers) AS tellers,
+                (SELECT sum(bbalance) FROM pgbench_branches) AS branches,
+                (SELECT sum(delta) FROM pgbench_history) AS history"
+consistent=$(psql -Atc "SELECT (SELECT sum(abalance) FROM pgbench_accounts)
+                             = (SELECT sum(delta) FROM pgbench_history)
+                         AND (SELECT sum(tbalance) FROM pgbench_tellers)
+                             = (SELECT sum(delta) FROM pgbench_history)")
+if [ "$consistent" != "t" ]; then
+    echo "demo: balances do not match the history" >&2
+    exit 1
+fi
+reads=$(psql -Atc "SELECT extension_page_reads FROM bpext_stats")
+if [ "$reads" -gt 0 ]; then
+    echo "demo: the tier served $reads page reads that shared buffers missed"
+else
+    echo "demo: the tier served no reads" >&2
+    exit 1
+fi
