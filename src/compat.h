@@ -64,7 +64,28 @@
 	(void *) mdwrite, (void *) mdwriteback, (void *) mdnblocks, \
 	(void *) mdtruncate, (void *) mdimmedsync
 
-/* Slot indexes (pointer-sized units) of the members bpext replaces. */
+/*
+ * Slot indexes (pointer-sized units; every f_smgr member is a function
+ * pointer) of the members bpext replaces.  For the majors still to come,
+ * read off their source trees and the Debian binaries:
+ *
+ *					15		16		17		18
+ *	create			4		4		4		4
+ *	unlink			6		6		6		6
+ *	extend			7		7		7		7
+ *	zeroextend		-		8		8		8	(16+: ordinary relation growth)
+ *	read/readv		9		10		10 (v)	11 (v)
+ *	startreadv		-		-		-		12	(18: all buffered reads, AIO)
+ *	write/writev	10		11		11 (v)	13 (v)
+ *	truncate		13		14		14		16
+ *	table size		120		128		136		160 bytes
+ *
+ * 16 renames RelFileNode to RelFileLocator (smgr_rlocator, spcOid, dbOid,
+ * relNumber) and flattens BufferTag; 17 makes smgrread/smgrwrite inline
+ * wrappers of the vectored calls; 18 reads through smgr_startreadv and
+ * completes in md's AIO callback, so a tier hit must be staged as a
+ * synchronous read of the tier file (design.md §4).
+ */
 #define BPEXT_SLOT_CREATE		4
 #define BPEXT_SLOT_UNLINK		6
 #define BPEXT_SLOT_EXTEND		7
