@@ -33,3 +33,8 @@ PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initi
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
+.PHONY: bench
+bench: all
+	test/bench/run.sh $(BENCH_ARGS)

@@ -439,10 +439,29 @@ tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
  * ---------------------------------------------------------------------
  */
 
+/* Find the relation's entry in the rel hash; caller holds rel_lock. */
+static uint32
+rel_find_locked(uint32 bucket, const BpextRelFile *rfile, ForkNumber fork)
+{
+	uint32		rel;
+
+	for (rel = Map->rel_buckets[bucket]; rel != TIER_INVALID_INDEX;
+		 rel = Map->rels[rel].next)
+	{
+		TierRel    *r = &Map->rels[rel];
+
+		if (r->fork == fork && BPEXT_RELFILE_EQUAL(r->rfile, *rfile))
+			return rel;
+	}
+	return TIER_INVALID_INDEX;
+}
+
 /*
  * Find the relation's entry, optionally creating it, and take a reference.
  * Returns TIER_INVALID_INDEX if it does not exist and create is false, or if
- * the table is full.
+ * the table is full.  Finding takes rel_lock shared (references may be
+ * taken under a shared lock: the last release frees under an exclusive
+ * one); only creating takes it exclusive.
  */
 static uint32
 rel_acquire(const BpextRelFile *rfile, ForkNumber fork, bool create)
@@ -450,25 +469,24 @@ rel_acquire(const BpextRelFile *rfile, ForkNumber fork, bool create)
 	uint32		b = rel_hash(rfile, fork) & (Map->rel_nbuckets - 1);
 	uint32		rel;
 
+	LWLockAcquire(Map->rel_lock, LW_SHARED);
+	rel = rel_find_locked(b, rfile, fork);
+	if (rel != TIER_INVALID_INDEX)
+		pg_atomic_fetch_add_u32(&Map->rels[rel].refcount, 1);
+	LWLockRelease(Map->rel_lock);
+	if (rel != TIER_INVALID_INDEX || !create)
+		return rel;
+
 	LWLockAcquire(Map->rel_lock, LW_EXCLUSIVE);
-	for (rel = Map->rel_buckets[b]; rel != TIER_INVALID_INDEX;
-		 rel = Map->rels[rel].next)
+	rel = rel_find_locked(b, rfile, fork);
+	if (rel != TIER_INVALID_INDEX)
+		pg_atomic_fetch_add_u32(&Map->rels[rel].refcount, 1);
+	else if (Map->rel_free != TIER_INVALID_INDEX)
 	{
-		TierRel    *r = &Map->rels[rel];
+		TierRel    *r;
 
-		if (r->fork == fork && BPEXT_RELFILE_EQUAL(r->rfile, *rfile))
-		{
-			pg_atomic_fetch_add_u32(&r->refcount, 1);
-			LWLockRelease(Map->rel_lock);
-			return rel;
-		}
-	}
-
-	rel = Map->rel_free;
-	if (create && rel != TIER_INVALID_INDEX)
-	{
-		TierRel    *r = &Map->rels[rel];
-
+		rel = Map->rel_free;
+		r = &Map->rels[rel];
 		Map->rel_free = r->next;
 		r->rfile = *rfile;
 		r->fork = fork;
@@ -479,8 +497,6 @@ rel_acquire(const BpextRelFile *rfile, ForkNumber fork, bool create)
 		r->next = Map->rel_buckets[b];
 		Map->rel_buckets[b] = rel;
 	}
-	else
-		rel = TIER_INVALID_INDEX;
 	LWLockRelease(Map->rel_lock);
 	return rel;
 }
