@@ -24,6 +24,11 @@ REGRESS = bpext_setup bpext_api
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_check_regress \
 	--temp-config=$(srcdir)/test/regress.conf
 
+ISOLATION = tier_visibility
+ISOLATION_OPTS = --inputdir=$(srcdir)/test --outputdir=$(CURDIR)/output_iso \
+	--temp-instance=$(CURDIR)/tmp_check_iso \
+	--temp-config=$(srcdir)/test/regress.conf
+
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 PROVE_FLAGS = -I $(srcdir)/test/perl
