@@ -55,6 +55,15 @@ typedef enum BpextAdmission
 	BPEXT_ADMIT_READ			/* also every page read from a data file */
 } BpextAdmission;
 
+/* Where a page entering the tier came from. */
+typedef enum BpextAdmitSource
+{
+	BPEXT_SOURCE_EVICT_PUSH,	/* clean page ahead of the clock hand */
+	BPEXT_SOURCE_DUAL_WRITE,	/* image just written to its data file */
+	BPEXT_SOURCE_READ,			/* image just read from its data file */
+	BPEXT_SOURCE_PREWARM		/* bpext_prewarm() */
+} BpextAdmitSource;
+
 /*
  * Cumulative counters, all pg_atomic_uint64.  Names follow SQL Server's
  * Buffer Manager "Extension ..." counters where one exists.
@@ -71,6 +80,7 @@ typedef struct BpextCounters
 	pg_atomic_uint64 publish_races;	/* copies discarded because the page
 									 * changed while being copied */
 	pg_atomic_uint64 admission_skips;	/* pages not admitted (no room) */
+	pg_atomic_uint64 admitted[4];	/* pages published, by BpextAdmitSource */
 	pg_atomic_uint64 crc_failures;
 	pg_atomic_uint64 io_errors;
 	pg_atomic_uint64 read_time_us;

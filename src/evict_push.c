@@ -138,7 +138,7 @@ bpext_push_round(void)
 	lookahead = Min(lookahead, NBuffers);
 
 	if (push_batch == NULL)
-		push_batch = tier_batch_create(PUSH_BATCH_PAGES);
+		push_batch = tier_batch_create(PUSH_BATCH_PAGES, BPEXT_SOURCE_EVICT_PUSH);
 	if (candidates_capacity < lookahead)
 	{
 		if (candidates)

@@ -86,7 +86,8 @@ bpext_read(BPEXT_READ_ARGS)
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
-		tier_store_page(rfile, forknum, blocknum, buffer, &ticket);
+		tier_store_page(rfile, forknum, blocknum, buffer, &ticket,
+						BPEXT_SOURCE_READ);
 	}
 	else
 		mdread(reln, forknum, blocknum, buffer);
@@ -115,7 +116,8 @@ bpext_write(BPEXT_WRITE_ARGS)
 	if (bpext_write_policy == BPEXT_WRITE_DUAL && bpext_tier_enabled() &&
 		CritSectionCount == 0 &&
 		tier_map_begin_admit(rfile, forknum, blocknum, &ticket))
-		tier_store_page(rfile, forknum, blocknum, buffer, &ticket);
+		tier_store_page(rfile, forknum, blocknum, buffer, &ticket,
+						BPEXT_SOURCE_DUAL_WRITE);
 }
 
 static void

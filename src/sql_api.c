@@ -119,8 +119,8 @@ bpext_stats_1_0(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	BpextCounters *c;
-	Datum		values[15];
-	bool		nulls[15] = {0};
+	Datum		values[19];
+	bool		nulls[19] = {0};
 	uint64		lookups;
 	uint64		hits;
 	uint32		used;
@@ -147,6 +147,10 @@ bpext_stats_1_0(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->invalidations));
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->publish_races));
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admission_skips));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_EVICT_PUSH]));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_DUAL_WRITE]));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_READ]));
+	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_PREWARM]));
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->crc_failures));
 	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->io_errors));
 	values[i++] = Float8GetDatum(pg_atomic_read_u64(&c->read_time_us) / 1000.0);
@@ -227,7 +231,7 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 				 errhint("Enable it with SELECT bpext_enable('/path/to/file', '10GB').")));
 
 	if (batch == NULL)
-		batch = tier_batch_create(PREWARM_BATCH_PAGES);
+		batch = tier_batch_create(PREWARM_BATCH_PAGES, BPEXT_SOURCE_PREWARM);
 
 	nblocks = RelationGetNumberOfBlocksInFork(rel, fork);
 	PG_TRY();

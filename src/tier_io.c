@@ -106,7 +106,8 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
  */
 void
 tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
-				BlockNumber block, const char *page, TierAdmitTicket *ticket)
+				BlockNumber block, const char *page, TierAdmitTicket *ticket,
+				BpextAdmitSource source)
 {
 	char	   *copy = (char *) TYPEALIGN(TIER_IO_ALIGN, store_space.data);
 	uint32		slot = tier_map_alloc_slot();
@@ -140,17 +141,19 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 	}
 	BPEXT_COUNT(write_time_us, elapsed_us(start));
 	BPEXT_COUNT(page_writes, 1);
-	tier_map_publish(ticket, slot, crc);
+	if (tier_map_publish(ticket, slot, crc))
+		BPEXT_COUNT(admitted[source], 1);
 }
 
 /* A batch of capacity aligned pages, in TopMemoryContext. */
 TierBatch *
-tier_batch_create(int capacity)
+tier_batch_create(int capacity, BpextAdmitSource source)
 {
 	TierBatch  *batch = MemoryContextAllocZero(TopMemoryContext, sizeof(TierBatch));
 	char	   *space;
 	int			i;
 
+	batch->source = source;
 	batch->capacity = capacity;
 	batch->pages = MemoryContextAlloc(TopMemoryContext, capacity * sizeof(char *));
 	batch->tickets = MemoryContextAlloc(TopMemoryContext,
@@ -239,5 +242,6 @@ tier_batch_flush(TierBatch *batch)
 				published++;
 	}
 	BPEXT_COUNT(write_time_us, elapsed_us(start));
+	BPEXT_COUNT(admitted[batch->source], published);
 	return published;
 }

@@ -11,6 +11,7 @@
 #ifndef BPEXT_TIER_IO_H
 #define BPEXT_TIER_IO_H
 
+#include "bpext.h"
 #include "tier_map.h"
 
 /*
@@ -19,6 +20,7 @@
  */
 typedef struct TierBatch
 {
+	BpextAdmitSource source;	/* counted per source when published */
 	int			npages;
 	int			capacity;
 	char	  **pages;			/* capacity aligned page buffers */
@@ -31,9 +33,9 @@ extern bool tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 							BlockNumber block, char *buffer);
 extern void tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 							BlockNumber block, const char *page,
-							TierAdmitTicket *ticket);
+							TierAdmitTicket *ticket, BpextAdmitSource source);
 
-extern TierBatch *tier_batch_create(int capacity);
+extern TierBatch *tier_batch_create(int capacity, BpextAdmitSource source);
 extern char *tier_batch_page(TierBatch *batch);
 extern void tier_batch_add(TierBatch *batch, const BpextRelFile *rfile,
 						   ForkNumber fork, BlockNumber block,
