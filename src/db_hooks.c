@@ -6,12 +6,15 @@
  *
  * CREATE DATABASE ... STRATEGY FILE_COPY copies files (copydir), DROP
  * DATABASE removes them (rmtree), ALTER DATABASE SET TABLESPACE moves them
- * (movedb): none of it calls smgr, so smgr_wrap.c never sees it.  We catch
- * these through object_access_hook on pg_database (post-create, drop,
- * post-alter) and invalidate the database's relations in the tier at once,
- * and again after the utility command has finished (ProcessUtility_hook),
- * when the files are in their final state.  Invalidating twice costs a scan
- * of the relation table; missing one would serve a stale page.
+ * (movedb): none of it calls smgr, so smgr_wrap.c never sees it.  CREATE
+ * and DROP are caught through object_access_hook on pg_database
+ * (post-create, drop), which invalidates the database's relations in the
+ * tier at once; ALTER DATABASE ... SET TABLESPACE is recognised in
+ * ProcessUtility_hook (other ALTER DATABASE forms change no files).  In
+ * every case the invalidation is repeated after the utility command has
+ * finished, when the files are in their final state.  Invalidating twice
+ * costs a scan of the relation table; missing one would serve a stale
+ * page.
  *
  * Locking: none of its own (tier_map_invalidate_database takes the map's
  * relation lock).  The list of databases to invalidate after the command
@@ -25,6 +28,8 @@
 
 #include "catalog/objectaccess.h"
 #include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
+#include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "tcop/utility.h"
 #include "utils/memutils.h"
@@ -40,6 +45,18 @@ static ProcessUtility_hook_type prev_ProcessUtility_hook = NULL;
 static List *touched_databases = NIL;
 
 static void
+remember_database(Oid dbid)
+{
+	if (!list_member_oid(touched_databases, dbid))
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		touched_databases = lappend_oid(touched_databases, dbid);
+		MemoryContextSwitchTo(old);
+	}
+}
+
+static void
 bpext_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 					int subId, void *arg)
 {
@@ -48,18 +65,29 @@ bpext_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 
 	if (classId != DatabaseRelationId || BpextCtl == NULL)
 		return;
-	if (access != OAT_POST_CREATE && access != OAT_DROP &&
-		access != OAT_POST_ALTER)
+	if (access != OAT_POST_CREATE && access != OAT_DROP)
 		return;
 
 	tier_map_invalidate_database(objectId);
-	if (!list_member_oid(touched_databases, objectId))
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	remember_database(objectId);
+}
 
-		touched_databases = lappend_oid(touched_databases, objectId);
-		MemoryContextSwitchTo(old);
+/* Is this ALTER DATABASE ... SET TABLESPACE (which moves files)? */
+static bool
+moves_database(Node *parsetree)
+{
+	ListCell   *lc;
+
+	if (!IsA(parsetree, AlterDatabaseStmt))
+		return false;
+	foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+	{
+		DefElem    *opt = (DefElem *) lfirst(lc);
+
+		if (strcmp(opt->defname, "tablespace") == 0)
+			return true;
 	}
+	return false;
 }
 
 static void
@@ -79,6 +107,18 @@ bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
 					  ParamListInfo params, QueryEnvironment *queryEnv,
 					  DestReceiver *dest, QueryCompletion *qc)
 {
+	if (BpextCtl != NULL && moves_database(pstmt->utilityStmt))
+	{
+		Oid			dbid = get_database_oid(((AlterDatabaseStmt *) pstmt->utilityStmt)->dbname,
+											true);
+
+		if (OidIsValid(dbid))
+		{
+			tier_map_invalidate_database(dbid);
+			remember_database(dbid);
+		}
+	}
+
 	PG_TRY();
 	{
 		if (prev_ProcessUtility_hook)

@@ -26,8 +26,13 @@
  * in-memory pd_checksum is stale (it is computed only when the page is
  * written), so it is recomputed on the copy when checksums are on.  Hint
  * bits set concurrently under a share lock may make the copy carry hints
- * the file lacks; such a page is as valid as the file's and the buffer
- * becomes dirty, so its next write invalidates the copy.
+ * the file lacks; the buffer then becomes dirty, so its next write
+ * invalidates the copy.  One exception stays: with data checksums on and a
+ * relation created in the same transaction under wal_level = minimal (or a
+ * buffer whose hints were set during recovery), setting a hint bit does not
+ * dirty the buffer, so the tier can hold the page with hint bits its file
+ * lacks.  Such a page is exactly as valid: hint bits only cache commit
+ * status that the page's tuples already imply.
  *
  * Runs only in the bpext worker, under its resource owner.
  *
@@ -60,7 +65,12 @@ static TierBatch *push_batch = NULL;
 static PushCandidate *candidates = NULL;
 static int	candidates_capacity = 0;
 
-/* Is the buffer, by its state word, one the clock hand will take next? */
+/*
+ * Is the buffer, by its state word, one the clock hand will take next?
+ * Main forks only: free space map and visibility map pages are initialised
+ * in memory without being marked dirty, so a clean one need not match its
+ * file (they still enter the tier when written, as dual writes).
+ */
 static inline bool
 is_clean_victim(uint32 buf_state)
 {
@@ -82,19 +92,22 @@ copy_candidate(const PushCandidate *cand)
 	BlockNumber block = BPEXT_BUFTAG_BLOCK(cand->tag);
 	BufferDesc *desc = GetBufferDescriptor(cand->buf_id);
 	Buffer		buffer = cand->buf_id + 1;
-	TierAdmitTicket ticket;
 	char	   *copy;
 	bool		clean;
 
-	if (!ReadRecentBuffer(*rfile, fork, block, buffer))
+	/*
+	 * The ticket comes first: it may wait for the relation lock, and we
+	 * must not make InvalidateBuffer spin on our pin meanwhile.
+	 */
+	copy = tier_batch_begin(push_batch, rfile, fork, block);
+	if (copy == NULL)
 		return false;
-	if (!tier_map_begin_admit(rfile, fork, block, &ticket))
+	if (!ReadRecentBuffer(*rfile, fork, block, buffer))
 	{
-		ReleaseBuffer(buffer);
+		tier_batch_cancel_pending(push_batch);
 		return false;
 	}
 
-	copy = tier_batch_page(push_batch);
 	LockBuffer(buffer, BUFFER_LOCK_SHARE);
 	clean = (pg_atomic_read_u32(&desc->state) & BM_DIRTY) == 0;
 	if (clean)
@@ -105,15 +118,26 @@ copy_candidate(const PushCandidate *cand)
 	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
 	ReleaseBuffer(buffer);
 
-	if (!clean)
+	/* A new (all-zero) page may exist only in memory; leave it out. */
+	if (!clean || PageIsNew((Page) copy))
 	{
-		tier_map_cancel_admit(&ticket);
+		tier_batch_cancel_pending(push_batch);
 		return false;
 	}
 	if (DataChecksumsEnabled())
 		PageSetChecksumInplace((Page) copy, block);
-	tier_batch_add(push_batch, rfile, fork, block, &ticket);
+	tier_batch_add(push_batch, rfile, fork, block);
 	return true;
+}
+
+/*
+ * Give back what a round in progress holds (the worker is exiting).
+ */
+void
+bpext_push_abandon(void)
+{
+	if (push_batch != NULL)
+		tier_batch_abandon(push_batch);
 }
 
 /*
@@ -159,7 +183,8 @@ bpext_push_round(void)
 		if (!is_clean_victim(pg_atomic_read_u32(&desc->state)))
 			continue;
 		buf_state = LockBufHdr(desc);
-		if (is_clean_victim(buf_state))
+		if (is_clean_victim(buf_state) &&
+			BPEXT_BUFTAG_FORK(desc->tag) == MAIN_FORKNUM)
 		{
 			candidates[ncand].tag = desc->tag;
 			candidates[ncand].buf_id = buf_id;

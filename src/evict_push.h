@@ -11,5 +11,6 @@
 #define BPEXT_EVICT_PUSH_H
 
 extern int	bpext_push_round(void);
+extern void bpext_push_abandon(void);
 
 #endif							/* BPEXT_EVICT_PUSH_H */

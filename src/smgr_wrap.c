@@ -16,12 +16,12 @@
  *				call mdunlink
  *	create		invalidate the fork, call mdcreate
  *
- * Invalidation always happens before md touches the file, so a copy taken
- * of the old image can no longer be published by the time the new image
- * exists (tier_map.c).  Temporary relations never involve the tier.  While
- * recovery is in progress the tier is neither read nor filled (nothing is
- * admitted, so there is nothing to invalidate either): WAL replay of
- * CREATE/DROP DATABASE changes files without any hook bpext could see.
+ * Invalidation happens before md touches the file, so a copy of the old
+ * image can no longer be published by the time the new image exists, and
+ * for writes and extends again afterwards, so that a copy taken while the
+ * write was under way cannot be either (tier_map.c).  Temporary relations
+ * never involve the tier.  While recovery is in progress the tier is
+ * neither read nor filled, but file changes are still tracked.
  *
  * These functions run where errors are not allowed (truncate in a critical
  * section, unlink after commit): they never raise an error; tier failures
@@ -35,6 +35,7 @@
 
 #include "access/xlog.h"
 #include "miscadmin.h"
+#include "postmaster/bgworker.h"
 
 #include "bpext.h"
 #include "compat.h"
@@ -43,12 +44,27 @@
 #include "tier_io.h"
 #include "tier_map.h"
 
-/* Does this relation's I/O concern the tier at all? */
+/*
+ * May this process serve or admit pages of this relation?  Never for
+ * temporary relations, and not during recovery: WAL replay of CREATE/DROP
+ * DATABASE changes files without any hook bpext could see.
+ */
 static inline bool
-tier_applies(SMgrRelation reln)
+tier_serves(SMgrRelation reln)
 {
-	return BpextCtl != NULL && !BPEXT_SMGR_IS_TEMP(reln) &&
+	return bpext_tier_enabled() && !BPEXT_SMGR_IS_TEMP(reln) &&
 		!RecoveryInProgress();
+}
+
+/*
+ * Must this relation's file changes be reported to the map?  Always, but
+ * for temporary relations: in recovery too, so that the map is right
+ * whatever happens around promotion.
+ */
+static inline bool
+tier_tracks(SMgrRelation reln)
+{
+	return BpextCtl != NULL && !BPEXT_SMGR_IS_TEMP(reln);
 }
 
 static void
@@ -58,7 +74,7 @@ bpext_read(BPEXT_READ_ARGS)
 	TierAdmitTicket ticket;
 	bool		admit = false;
 
-	if (!tier_applies(reln) || !bpext_tier_enabled())
+	if (!tier_serves(reln))
 	{
 		mdread(reln, forknum, blocknum, buffer);
 		return;
@@ -93,45 +109,69 @@ bpext_read(BPEXT_READ_ARGS)
 		mdread(reln, forknum, blocknum, buffer);
 }
 
+/*
+ * Dual-write this page?  Not from the checkpointer: the pages it writes
+ * stay in shared buffers, and are pushed when they are evicted clean.  Not
+ * in a critical section either: nothing there should wait on the SSD.
+ */
+static inline bool
+dual_write_wanted(SMgrRelation reln)
+{
+	return bpext_write_policy == BPEXT_WRITE_DUAL && tier_serves(reln) &&
+		CritSectionCount == 0 && MyBackendType != B_CHECKPOINTER;
+}
+
 static void
 bpext_write(BPEXT_WRITE_ARGS)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	TierAdmitTicket ticket;
+	char	   *image;
 
-	if (!tier_applies(reln))
+	if (!tier_tracks(reln))
 	{
 		mdwrite(reln, forknum, blocknum, buffer, skipFsync);
 		return;
 	}
 
 	tier_map_invalidate_block(rfile, forknum, blocknum);
-	mdwrite(reln, forknum, blocknum, buffer, skipFsync);
+	if (!dual_write_wanted(reln))
+	{
+		mdwrite(reln, forknum, blocknum, buffer, skipFsync);
+		tier_map_invalidate_block(rfile, forknum, blocknum);
+		return;
+	}
 
 	/*
-	 * The image just written is now the data file's: store it, unless we
-	 * are in a critical section (a tier failure must not risk a PANIC
-	 * there, and nothing in it should wait on the SSD).
+	 * Write a private copy, and store that same copy: the caller's page
+	 * may be a shared buffer under a share lock, whose hint bits can change
+	 * while we work, and the tier must get exactly the file's bytes.
 	 */
-	if (bpext_write_policy == BPEXT_WRITE_DUAL && bpext_tier_enabled() &&
-		CritSectionCount == 0 &&
-		tier_map_begin_admit(rfile, forknum, blocknum, &ticket))
-		tier_store_page(rfile, forknum, blocknum, buffer, &ticket,
+	image = tier_private_page();
+	memcpy(image, buffer, BLCKSZ);
+	mdwrite(reln, forknum, blocknum, image, skipFsync);
+	tier_map_invalidate_block(rfile, forknum, blocknum);
+	if (tier_map_begin_admit(rfile, forknum, blocknum, &ticket))
+		tier_store_page(rfile, forknum, blocknum, image, &ticket,
 						BPEXT_SOURCE_DUAL_WRITE);
 }
 
 static void
 bpext_extend(BPEXT_EXTEND_ARGS)
 {
-	if (tier_applies(reln))
+	bool		tracked = tier_tracks(reln);
+
+	if (tracked)
 		tier_map_invalidate_block(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum);
 	mdextend(reln, forknum, blocknum, buffer, skipFsync);
+	if (tracked)
+		tier_map_invalidate_block(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum);
 }
 
 static void
 bpext_truncate(BPEXT_TRUNCATE_ARGS)
 {
-	if (tier_applies(reln))
+	if (tier_tracks(reln))
 		tier_map_invalidate_from(&BPEXT_SMGR_RELFILE(reln), forknum, nblocks,
 								 BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks));
 #if BPEXT_TRUNCATE_HAS_OLD_BLOCKS
@@ -144,8 +184,7 @@ bpext_truncate(BPEXT_TRUNCATE_ARGS)
 static void
 bpext_unlink(BPEXT_UNLINK_ARGS)
 {
-	if (BpextCtl != NULL && !BPEXT_BACKEND_IS_TEMP(rlocator) &&
-		!RecoveryInProgress())
+	if (BpextCtl != NULL && !BPEXT_BACKEND_IS_TEMP(rlocator))
 	{
 		if (forknum == InvalidForkNumber)
 		{
@@ -165,7 +204,7 @@ bpext_unlink(BPEXT_UNLINK_ARGS)
 static void
 bpext_create(BPEXT_CREATE_ARGS)
 {
-	if (tier_applies(reln))
+	if (tier_tracks(reln))
 		tier_map_invalidate_fork(&BPEXT_SMGR_RELFILE(reln), forknum);
 	mdcreate(reln, forknum, isRedo);
 }

@@ -162,20 +162,6 @@ bpext_stats_1_0(PG_FUNCTION_ARGS)
 }
 
 /*
- * Give back the tickets of a batch that will not be flushed (an error
- * while reading the relation).
- */
-static void
-abandon_batch(TierBatch *batch)
-{
-	int			i;
-
-	for (i = 0; i < batch->npages; i++)
-		tier_map_cancel_admit(&batch->tickets[i]);
-	batch->npages = 0;
-}
-
-/*
  * bpext_prewarm(regclass, fork text) returns bigint
  *
  * Read a relation fork from its data file straight into the tier, as
@@ -195,8 +181,6 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 	BlockNumber nblocks;
 	BlockNumber block;
 	int64		loaded = 0;
-	TierAdmitTicket ticket;
-	bool		holding_ticket = false;
 
 	require_preloaded();
 	if (RecoveryInProgress())
@@ -239,6 +223,7 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 		for (block = 0; block < nblocks && bpext_tier_enabled(); block++)
 		{
 			const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(RelationGetSmgr(rel));
+			char	   *page;
 
 			CHECK_FOR_INTERRUPTS();
 
@@ -255,12 +240,11 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 
 			if (tier_map_contains(rfile, fork, block))
 				continue;
-			if (!tier_map_begin_admit(rfile, fork, block, &ticket))
+			page = tier_batch_begin(batch, rfile, fork, block);
+			if (page == NULL)
 				continue;
-			holding_ticket = true;
-			mdread(RelationGetSmgr(rel), fork, block, tier_batch_page(batch));
-			tier_batch_add(batch, rfile, fork, block, &ticket);
-			holding_ticket = false;
+			mdread(RelationGetSmgr(rel), fork, block, page);
+			tier_batch_add(batch, rfile, fork, block);
 			if (batch->npages == batch->capacity)
 				loaded += tier_batch_flush(batch);
 		}
@@ -268,9 +252,8 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 	}
 	PG_CATCH();
 	{
-		if (holding_ticket)
-			tier_map_cancel_admit(&ticket);
-		abandon_batch(batch);
+		/* The batch is static, so its state survived the longjmp. */
+		tier_batch_abandon(batch);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

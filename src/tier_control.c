@@ -99,11 +99,18 @@ bpext_tier_fail(const char *what, int save_errno)
 		return;
 
 	record_error(message);
+
+	/*
+	 * We may be inside an smgr call: a WARNING must not turn into a query
+	 * cancel or termination thrown from there.
+	 */
+	HOLD_INTERRUPTS();
 	ereport(WARNING,
 			(errcode(ERRCODE_IO_ERROR),
 			 errmsg("bpext tier disabled after an error: %s", message),
 			 errdetail("Pages are served from the data files until the tier is enabled again."),
 			 errhint("Fix the cause, then run SELECT bpext_enable() or reload the configuration.")));
+	RESUME_INTERRUPTS();
 	bpext_wake_worker();
 }
 

@@ -41,6 +41,7 @@
 
 #include "access/xlog.h"
 #include "port/pg_crc32c.h"
+#include "storage/fd.h"
 
 #include "bpext.h"
 #include "tier_file.h"
@@ -318,7 +319,9 @@ tier_file_still_ours(int fd, const char *path, uint32 nslots, char *err,
 
 /*
  * This process's descriptor, (re)opened if the worker has switched files
- * since we last looked.  Returns -1 with errno set on failure.
+ * since we last looked.  Returns -1 with errno set on failure.  The
+ * descriptor is counted against max_files_per_process like any other
+ * file PostgreSQL holds open outside its VFD cache.
  */
 static int
 local_tier_fd(void)
@@ -335,6 +338,11 @@ local_tier_fd(void)
 	strlcpy(path, BpextCtl->path, sizeof(path));
 	LWLockRelease(BpextCtl->control_lock);
 
+	if (!AcquireExternalFD())
+	{
+		errno = EMFILE;
+		return -1;
+	}
 	local_direct = bpext_direct_io;
 	local_fd = open(path, flags | (local_direct ? O_DIRECT : 0));
 	if (local_fd < 0 && local_direct && errno == EINVAL)
@@ -345,6 +353,8 @@ local_tier_fd(void)
 	}
 	if (local_fd >= 0)
 		local_incarnation = incarnation;
+	else
+		ReleaseExternalFD();
 	return local_fd;
 }
 
@@ -352,8 +362,22 @@ void
 tier_file_close_local(void)
 {
 	if (local_fd >= 0)
+	{
 		close(local_fd);
+		ReleaseExternalFD();
+	}
 	local_fd = -1;
+}
+
+/*
+ * Can this process do tier I/O now?  A process that cannot open the file
+ * (out of descriptors, say) just does without the tier; whether the file
+ * itself is still there is the worker's to check.
+ */
+bool
+tier_file_ready(void)
+{
+	return local_tier_fd() >= 0;
 }
 
 static inline bool

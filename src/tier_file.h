@@ -28,6 +28,7 @@ extern bool tier_file_still_ours(int fd, const char *path, uint32 nslots,
 								 char *err, size_t errlen);
 
 /* Every process's side: page I/O through its own descriptor. */
+extern bool tier_file_ready(void);
 extern bool tier_file_read_page(uint32 slot, char *page);
 extern bool tier_file_write_pages(uint32 first_slot, int npages,
 								  char *const *pages);

@@ -41,6 +41,16 @@ static union
 	double		force_align;
 }			store_space;
 
+/*
+ * This process's aligned scratch page, for a page on its way into the
+ * tier.  One page: only one store is under way in a process at a time.
+ */
+char *
+tier_private_page(void)
+{
+	return (char *) TYPEALIGN(TIER_IO_ALIGN, store_space.data);
+}
+
 static inline uint64
 elapsed_us(instr_time start)
 {
@@ -67,6 +77,8 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 	bool		still_valid;
 	int			save_errno;
 
+	if (!tier_file_ready())
+		return false;
 	BPEXT_COUNT(lookups, 1);
 	slot = tier_map_lookup_pin(rfile, fork, block, &crc);
 	if (slot == TIER_INVALID_INDEX)
@@ -109,23 +121,24 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 				BlockNumber block, const char *page, TierAdmitTicket *ticket,
 				BpextAdmitSource source)
 {
-	char	   *copy = (char *) TYPEALIGN(TIER_IO_ALIGN, store_space.data);
-	uint32		slot = tier_map_alloc_slot();
+	char	   *copy = tier_private_page();
+	uint32		slot;
 	instr_time	start;
 	pg_crc32c	crc;
 
-	if (slot == TIER_INVALID_INDEX)
+	if (!tier_file_ready() ||
+		(slot = tier_map_alloc_slot()) == TIER_INVALID_INDEX)
 	{
 		tier_map_cancel_admit(ticket);
 		return;
 	}
 
 	/*
-	 * Work on a private copy: the caller's page may be a shared buffer under
-	 * a share lock, where hint bits can change while we write it, and the
-	 * CRC must describe exactly the bytes that reach the tier.
+	 * Work on a private copy (unless the caller already did): the CRC must
+	 * describe exactly the bytes that reach the tier.
 	 */
-	memcpy(copy, page, BLCKSZ);
+	if (page != copy)
+		memcpy(copy, page, BLCKSZ);
 	crc = tier_page_crc(rfile, fork, block, copy);
 
 	INSTR_TIME_SET_CURRENT(start);
@@ -168,24 +181,60 @@ tier_batch_create(int capacity, BpextAdmitSource source)
 	return batch;
 }
 
-/* The buffer the next page should be copied into. */
+/*
+ * Take a ticket for the next page and return the buffer to copy it into,
+ * or NULL if no ticket could be had.  The page is pending until it is
+ * added or cancelled.
+ */
 char *
-tier_batch_page(TierBatch *batch)
-{
-	Assert(batch->npages < batch->capacity);
-	return batch->pages[batch->npages];
-}
-
-/* The next page has been copied in; the batch takes over the ticket. */
-void
-tier_batch_add(TierBatch *batch, const BpextRelFile *rfile, ForkNumber fork,
-			   BlockNumber block, TierAdmitTicket *ticket)
+tier_batch_begin(TierBatch *batch, const BpextRelFile *rfile,
+				 ForkNumber fork, BlockNumber block)
 {
 	int			i = batch->npages;
 
+	Assert(i < batch->capacity && !batch->pending);
+	if (!tier_map_begin_admit(rfile, fork, block, &batch->tickets[i]))
+		return NULL;
+	batch->pending = true;
+	return batch->pages[i];
+}
+
+/* The pending page has been copied in. */
+void
+tier_batch_add(TierBatch *batch, const BpextRelFile *rfile, ForkNumber fork,
+			   BlockNumber block)
+{
+	int			i = batch->npages;
+
+	Assert(batch->pending);
 	batch->crcs[i] = tier_page_crc(rfile, fork, block, batch->pages[i]);
-	batch->tickets[i] = *ticket;
+	batch->pending = false;
 	batch->npages++;
+}
+
+/* The pending page will not be added after all. */
+void
+tier_batch_cancel_pending(TierBatch *batch)
+{
+	Assert(batch->pending);
+	tier_map_cancel_admit(&batch->tickets[batch->npages]);
+	batch->pending = false;
+}
+
+/*
+ * Give back every ticket the batch holds, pending one included, without
+ * writing anything (an error while filling it).
+ */
+void
+tier_batch_abandon(TierBatch *batch)
+{
+	int			i;
+
+	if (batch->pending)
+		tier_batch_cancel_pending(batch);
+	for (i = 0; i < batch->npages; i++)
+		tier_map_cancel_admit(&batch->tickets[i]);
+	batch->npages = 0;
 }
 
 /*
@@ -202,9 +251,15 @@ tier_batch_flush(TierBatch *batch)
 	int			run;
 	instr_time	start;
 
-	batch->npages = 0;
+	Assert(!batch->pending);
 	if (n == 0)
 		return 0;
+	if (!tier_file_ready())
+	{
+		tier_batch_abandon(batch);
+		return 0;
+	}
+	batch->npages = 0;
 
 	for (i = 0; i < n; i++)
 		batch->slots[i] = tier_map_alloc_slot();

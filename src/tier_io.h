@@ -16,11 +16,13 @@
 
 /*
  * A batch of page copies waiting to be written to the tier together.  Each
- * page has an admission ticket taken before it was copied.
+ * page has an admission ticket taken before it was copied; the next page,
+ * while it is being copied, is "pending" (its ticket held, not yet added).
  */
 typedef struct TierBatch
 {
 	BpextAdmitSource source;	/* counted per source when published */
+	bool		pending;
 	int			npages;
 	int			capacity;
 	char	  **pages;			/* capacity aligned page buffers */
@@ -29,6 +31,7 @@ typedef struct TierBatch
 	uint32	   *slots;			/* scratch for tier_batch_flush */
 } TierBatch;
 
+extern char *tier_private_page(void);
 extern bool tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 							BlockNumber block, char *buffer);
 extern void tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
@@ -36,10 +39,12 @@ extern void tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 							TierAdmitTicket *ticket, BpextAdmitSource source);
 
 extern TierBatch *tier_batch_create(int capacity, BpextAdmitSource source);
-extern char *tier_batch_page(TierBatch *batch);
+extern char *tier_batch_begin(TierBatch *batch, const BpextRelFile *rfile,
+							  ForkNumber fork, BlockNumber block);
 extern void tier_batch_add(TierBatch *batch, const BpextRelFile *rfile,
-						   ForkNumber fork, BlockNumber block,
-						   TierAdmitTicket *ticket);
+						   ForkNumber fork, BlockNumber block);
+extern void tier_batch_cancel_pending(TierBatch *batch);
+extern void tier_batch_abandon(TierBatch *batch);
 extern int	tier_batch_flush(TierBatch *batch);
 
 #endif							/* BPEXT_TIER_IO_H */

@@ -69,6 +69,9 @@
  * blocks cached; larger ones are left to the CLOCK hand as dead slots. */
 #define BPEXT_EAGER_INVALIDATE_BLOCKS	8192
 
+/* Most slots the CLOCK hand looks at for one allocation. */
+#define ALLOC_MAX_TRIES		4096
+
 #define SLOT_REFCOUNT_ONE	1U
 #define SLOT_REFCOUNT_MASK	0x0000FFFFU
 #define SLOT_USAGE_ONE		(1U << 16)
@@ -100,16 +103,20 @@ typedef struct TierRel
 	uint32		next;			/* rel hash chain, or free list */
 } TierRel;
 
+/* An atomic on a cache line of its own, away from read-mostly fields. */
+typedef union PaddedAtomic
+{
+	pg_atomic_uint32 value;
+	char		pad[PG_CACHE_LINE_SIZE];
+} PaddedAtomic;
+
 typedef struct TierMap
 {
+	/* Read-mostly: set at startup. */
 	uint32		max_slots;
 	uint32		nbuckets;		/* power of two */
 	uint32		nrels;
 	uint32		rel_nbuckets;	/* power of two */
-	pg_atomic_uint32 clock_hand;
-	pg_atomic_uint32 next_generation;
-	pg_atomic_uint32 used_slots;	/* HASHED slots */
-	uint32		rel_free;		/* free-list head, under rel_lock */
 	LWLock	   *rel_lock;
 	LWLockPadded *partition_locks;
 	uint32	   *buckets;
@@ -117,6 +124,12 @@ typedef struct TierMap
 	TierRel    *rels;
 	TierSlot   *slots;
 	pg_atomic_uint32 *write_generations;
+	uint32		rel_free;		/* free-list head, under rel_lock */
+
+	/* Written often, each on its own cache line. */
+	PaddedAtomic clock_hand;
+	PaddedAtomic next_generation;
+	PaddedAtomic used_slots;	/* HASHED slots, plus publications under way */
 } TierMap;
 
 /* Key hashed to find a page's bucket; no padding, so hash_bytes is safe. */
@@ -266,9 +279,9 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 
 	map_dimensions(max_slots, &Map->nbuckets, &Map->nrels, &Map->rel_nbuckets);
 	Map->max_slots = max_slots;
-	pg_atomic_init_u32(&Map->clock_hand, 0);
-	pg_atomic_init_u32(&Map->next_generation, 1);
-	pg_atomic_init_u32(&Map->used_slots, 0);
+	pg_atomic_init_u32(&Map->clock_hand.value, 0);
+	pg_atomic_init_u32(&Map->next_generation.value, 1);
+	pg_atomic_init_u32(&Map->used_slots.value, 0);
 	Map->rel_lock = &locks[BPEXT_MAP_PARTITIONS].lock;
 	Map->partition_locks = locks;
 
@@ -349,7 +362,7 @@ tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 	LWLock	   *lock = partition_lock(bucket);
 	uint32		slot;
 
-	if (pg_atomic_read_u32(&Map->used_slots) == 0)
+	if (pg_atomic_read_u32(&Map->used_slots.value) == 0)
 		return TIER_INVALID_INDEX;
 
 	LWLockAcquire(lock, LW_SHARED);
@@ -415,7 +428,7 @@ tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 	uint32		slot;
 	bool		found = false;
 
-	if (pg_atomic_read_u32(&Map->used_slots) == 0)
+	if (pg_atomic_read_u32(&Map->used_slots.value) == 0)
 		return false;
 
 	LWLockAcquire(lock, LW_SHARED);
@@ -491,7 +504,7 @@ rel_acquire(const BpextRelFile *rfile, ForkNumber fork, bool create)
 		r->rfile = *rfile;
 		r->fork = fork;
 		pg_atomic_write_u32(&r->generation,
-							pg_atomic_fetch_add_u32(&Map->next_generation, 1));
+							pg_atomic_fetch_add_u32(&Map->next_generation.value, 1));
 		pg_atomic_write_u32(&r->refcount, 1);
 		pg_atomic_write_u32(&r->nblocks_hint, 0);
 		r->next = Map->rel_buckets[b];
@@ -543,8 +556,18 @@ static void
 rel_bump_generation(uint32 rel)
 {
 	pg_atomic_write_u32(&Map->rels[rel].generation,
-						pg_atomic_fetch_add_u32(&Map->next_generation, 1));
+						pg_atomic_fetch_add_u32(&Map->next_generation.value, 1));
 	pg_memory_barrier();
+}
+
+/*
+ * Is the caller's reference the only one?  Then no slot holds a page of
+ * the relation and no admission of one is under way.
+ */
+static bool
+rel_only_ours(uint32 rel)
+{
+	return pg_atomic_read_u32(&Map->rels[rel].refcount) == 1;
 }
 
 static uint32
@@ -608,8 +631,10 @@ tier_map_cancel_admit(TierAdmitTicket *ticket)
  * Take a slot for a new page with the CLOCK hand: free slots first come
  * first served, then dead slots (their relation moved on), then live slots
  * whose usage count has worn down to zero.  The slot returned is in FILLING
- * state, owned by the caller.  Gives up after two sweeps of pinned or busy
- * slots and returns TIER_INVALID_INDEX.
+ * state, owned by the caller.  Gives up after ALLOC_MAX_TRIES slots (each
+ * try wears a usage count down, so the next call gets further) and returns
+ * TIER_INVALID_INDEX: a page not admitted is cheaper than a long search on
+ * the write path.
  */
 uint32
 tier_map_alloc_slot(void)
@@ -620,9 +645,9 @@ tier_map_alloc_slot(void)
 	if (nslots == 0)
 		return TIER_INVALID_INDEX;
 
-	for (tries = 0; tries < (uint64) nslots * 4; tries++)
+	for (tries = 0; tries < Min((uint64) nslots * 4, ALLOC_MAX_TRIES); tries++)
 	{
-		uint32		slot = pg_atomic_fetch_add_u32(&Map->clock_hand, 1) % nslots;
+		uint32		slot = pg_atomic_fetch_add_u32(&Map->clock_hand.value, 1) % nslots;
 		TierSlot   *s = &Map->slots[slot];
 		uint32		state = pg_atomic_read_u32(&s->state);
 		uint32		rel;
@@ -687,6 +712,7 @@ tier_map_alloc_slot(void)
 			if (slot_unhash_locked(slot, prev, bucket))
 			{
 				LWLockRelease(lock);
+				slot_release_owned(slot);
 				if (live)
 					BPEXT_COUNT(page_evictions, 1);
 				return slot;
@@ -716,7 +742,7 @@ slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
 	else
 		Map->slots[prev].next = s->next;
 	s->next = TIER_INVALID_INDEX;
-	pg_atomic_fetch_sub_u32(&Map->used_slots, 1);
+	pg_atomic_fetch_sub_u32(&Map->used_slots.value, 1);
 
 	state = pg_atomic_read_u32(&s->state);
 	for (;;)
@@ -773,6 +799,14 @@ tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc)
 	Assert(s->rel == TIER_INVALID_INDEX);
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
+
+	/*
+	 * Count the slot as used before checking the generations: an
+	 * invalidator bumps the write generation and then reads used_slots to
+	 * decide whether to look at all (both full barriers), so either it sees
+	 * this publication and removes it under the lock, or we see its bump.
+	 */
+	pg_atomic_fetch_add_u32(&Map->used_slots.value, 1);
 	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
 		pg_atomic_read_u32(&BpextCtl->map_epoch) != ticket->map_epoch ||
 		slot >= pg_atomic_read_u32(&BpextCtl->active_slots) ||
@@ -780,6 +814,7 @@ tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc)
 		pg_atomic_read_u32(write_generation(ticket->hash)) !=
 		ticket->write_generation)
 	{
+		pg_atomic_fetch_sub_u32(&Map->used_slots.value, 1);
 		LWLockRelease(lock);
 		tier_map_free_slot(slot);
 		tier_map_cancel_admit(ticket);
@@ -812,7 +847,6 @@ tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc)
 	pg_write_barrier();
 	Map->buckets[bucket] = slot;
 	pg_atomic_write_u32(&s->state, SLOT_HASHED | SLOT_USAGE_ONE);
-	pg_atomic_fetch_add_u32(&Map->used_slots, 1);
 	LWLockRelease(lock);
 
 	ticket->rel = TIER_INVALID_INDEX;
@@ -836,6 +870,22 @@ remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 	LWLock	   *lock = partition_lock(bucket);
 	uint32		prev = TIER_INVALID_INDEX;
 	uint32		cur;
+	bool		present = false;
+
+	/* Most writes find nothing to remove: look under the shared lock. */
+	LWLockAcquire(lock, LW_SHARED);
+	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		 cur = Map->slots[cur].next)
+	{
+		if (slot_matches(&Map->slots[cur], rfile, fork, block))
+		{
+			present = true;
+			break;
+		}
+	}
+	LWLockRelease(lock);
+	if (!present)
+		return;
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
@@ -857,9 +907,11 @@ remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 }
 
 /*
- * A new image of the page is about to be written to its data file.  Called
- * before the write, so that a copy taken before it can no longer be
- * published, and the old copy is gone before the new image lands.
+ * The page's image in its data file is changing.  Writers call this twice:
+ * before the write, so the old copy is gone before the new image lands,
+ * and after it, so that a copy taken while the write was under way (by a
+ * reader that does not go through shared buffers) can no longer be
+ * published, or is removed if it already was.
  */
 void
 tier_map_invalidate_block(const BpextRelFile *rfile, ForkNumber fork,
@@ -868,7 +920,7 @@ tier_map_invalidate_block(const BpextRelFile *rfile, ForkNumber fork,
 	uint32		hash = page_hash(rfile, fork, block);
 
 	pg_atomic_fetch_add_u32(write_generation(hash), 1);
-	if (pg_atomic_read_u32(&Map->used_slots) == 0)
+	if (pg_atomic_read_u32(&Map->used_slots.value) == 0)
 		return;
 	remove_page(rfile, fork, block, hash);
 }
@@ -888,6 +940,11 @@ tier_map_invalidate_from(const BpextRelFile *rfile, ForkNumber fork,
 
 	if (rel == TIER_INVALID_INDEX)
 		return;					/* nothing cached, nothing in flight */
+	if (rel_only_ours(rel))
+	{
+		rel_release(rel);
+		return;
+	}
 
 	hint = rel_nblocks_hint(rel);
 	if (end == InvalidBlockNumber || end > hint)
@@ -923,7 +980,7 @@ tier_map_invalidate_fork(const BpextRelFile *rfile, ForkNumber fork)
 		return;
 	rel_bump_generation(rel);
 	hint = rel_nblocks_hint(rel);
-	if (hint <= BPEXT_EAGER_INVALIDATE_BLOCKS)
+	if (hint <= BPEXT_EAGER_INVALIDATE_BLOCKS && !rel_only_ours(rel))
 	{
 		/* Free the slots now, so the relation entry can be recycled. */
 		for (block = 0; block < hint; block++)
@@ -1060,5 +1117,5 @@ tier_map_set_active_slots(uint32 nslots)
 uint32
 tier_map_used_slots(void)
 {
-	return Map ? pg_atomic_read_u32(&Map->used_slots) : 0;
+	return Map ? pg_atomic_read_u32(&Map->used_slots.value) : 0;
 }

@@ -58,9 +58,21 @@ bpext_register_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
+/*
+ * On the way out, whatever the reason: let go of locks, buffer pins and
+ * admission tickets.  A background worker that exits with an error is not
+ * a crash, shared memory stays, and a leaked pin would block DROP TABLE on
+ * that buffer forever.
+ */
 static void
 worker_detach(int code, Datum arg)
 {
+	LWLockReleaseAll();
+	bpext_push_abandon();
+	if (CurrentResourceOwner != NULL)
+		ResourceOwnerRelease(CurrentResourceOwner,
+							 RESOURCE_RELEASE_BEFORE_LOCKS, false, true);
+
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	BpextCtl->worker_latch = NULL;
 	BpextCtl->worker_pid = 0;
