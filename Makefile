@@ -4,10 +4,12 @@ MODULE_big = bpext
 OBJS = \
 	src/bpext.o \
 	src/db_hooks.o \
+	src/descriptors.o \
 	src/evict_push.o \
 	src/interpose.o \
 	src/smgr_wrap.o \
 	src/sql_api.o \
+	src/stats.o \
 	src/tier_control.o \
 	src/tier_file.o \
 	src/tier_io.o \

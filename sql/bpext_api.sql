@@ -25,7 +25,37 @@ SELECT count(*), sum(length(filler)) FROM prewarm_me;
 SELECT lookups = hits + misses AS lookups_add_up,
        extension_allocated_pages + extension_free_pages = 32 * 1024 / 8 - 1
          AS pages_add_up,
+       bytes_read = extension_page_reads * 8192 AS bytes_add_up,
+       pages_prewarmed > 0 AS prewarm_counted,
        crc_failures, io_errors
+  FROM bpext_stats;
+
+-- The descriptors view sees the same tier pages as the counters, and the
+-- prewarmed table's pages are on SSD, found through allocation_unit_id.
+-- (within the churn of the worker pushing pages between the two scans)
+SELECT abs((SELECT count(*) FROM bpext_buffer_descriptors
+             WHERE is_in_bpool_extension) - extension_allocated_pages) <= 8
+         AS counts_match
+  FROM bpext_stats;
+SELECT count(*) = pg_relation_size('prewarm_me') / 8192 AS all_pages_on_ssd
+  FROM bpext_buffer_descriptors d
+  JOIN pg_class c ON c.relfilenode = d.allocation_unit_id
+ WHERE c.relname = 'prewarm_me' AND d.is_in_bpool_extension;
+SELECT page_type, count(*) > 0 AS present
+  FROM bpext_buffer_descriptors(true) d
+  JOIN pg_class c ON c.relfilenode = d.allocation_unit_id
+ WHERE c.relname IN ('prewarm_me', 'prewarm_me_pkey') AND d.is_in_bpool_extension
+ GROUP BY page_type ORDER BY page_type;
+SELECT ssd_pages = pg_relation_size('prewarm_me') / 8192 AS per_relation
+  FROM bpext_relation_buffers
+ WHERE relation = 'prewarm_me'::regclass AND relforknumber = 0;
+
+-- Reads are counted per database; a reset zeroes the counters.
+SELECT tier_reads + data_file_reads > 0 AS counted
+  FROM bpext_database_stats WHERE datname = current_database();
+SELECT bpext_stats_reset();
+SELECT extension_page_reads, lookups, pages_prewarmed,
+       stats_reset > now() - interval '1 minute' AS just_reset
   FROM bpext_stats;
 
 -- Errors.
@@ -59,6 +89,8 @@ SELECT bpext_disable();
 SET ROLE bpext_watcher;
 SELECT state, state_description FROM bpext_configuration;
 SELECT crc_failures FROM bpext_stats;
+SELECT count(*) >= 0 AS readable FROM bpext_buffer_descriptors;
+SELECT bpext_stats_reset();
 SELECT bpext_enable();
 SELECT bpext_resize('20MB');
 RESET ROLE;

@@ -24,3 +24,12 @@ SELECT attname FROM pg_attribute
 SELECT attname FROM pg_attribute
  WHERE attrelid = 'bpext_stats'::regclass AND attnum > 0
  ORDER BY attnum;
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'bpext_buffer_descriptors'::regclass AND attnum > 0
+ ORDER BY attnum;
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'bpext_database_stats'::regclass AND attnum > 0
+ ORDER BY attnum;
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'bpext_relation_buffers'::regclass AND attnum > 0
+ ORDER BY attnum;

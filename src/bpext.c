@@ -30,7 +30,9 @@
 
 #include "bpext.h"
 #include "db_hooks.h"
+#include "descriptors.h"
 #include "smgr_wrap.h"
+#include "stats.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "worker.h"
@@ -47,6 +49,7 @@ int			bpext_admission = BPEXT_ADMIT_EVICT;
 bool		bpext_direct_io = true;
 int			bpext_push_interval_ms = 10;
 int			bpext_push_lookahead = 0;
+bool		bpext_log_events = false;
 
 static const struct config_enum_entry write_policy_options[] = {
 	{"invalidate", BPEXT_WRITE_INVALIDATE, false},
@@ -167,14 +170,27 @@ define_settings(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("bpext.log_events",
+							 "Log the tier's page writes, reads and evictions once a second.",
+							 "The equivalent of SQL Server's buffer pool extension extended events, aggregated.",
+							 &bpext_log_events,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("bpext");
 }
 
 static Size
 bpext_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(BpextControl)),
-					tier_map_shmem_size(startup_max_slots));
+	Size		size = MAXALIGN(sizeof(BpextControl));
+
+	size = add_size(size, tier_map_shmem_size(startup_max_slots));
+	size = add_size(size, bpext_stats_shmem_size());
+	size = add_size(size, bpext_descriptors_shmem_size());
+	return size;
 }
 
 static void
@@ -190,7 +206,6 @@ static void
 bpext_shmem_startup(void)
 {
 	bool		found;
-	int			i;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -199,8 +214,6 @@ bpext_shmem_startup(void)
 	BpextCtl = ShmemInitStruct("bpext control", sizeof(BpextControl), &found);
 	if (!found)
 	{
-		pg_atomic_uint64 *counter;
-
 		memset(BpextCtl, 0, sizeof(BpextControl));
 		pg_atomic_init_u32(&BpextCtl->state, BPEXT_STATE_DISABLED);
 		pg_atomic_init_u32(&BpextCtl->map_epoch, 0);
@@ -210,11 +223,10 @@ bpext_shmem_startup(void)
 			&GetNamedLWLockTranche("bpext")[tier_map_lwlock_count()].lock;
 		BpextCtl->max_slots = startup_max_slots;
 		BpextCtl->applied_size_mb = -1;
-		counter = (pg_atomic_uint64 *) &BpextCtl->counters;
-		for (i = 0; i < (int) (sizeof(BpextCounters) / sizeof(pg_atomic_uint64)); i++)
-			pg_atomic_init_u64(&counter[i], 0);
 	}
 	tier_map_shmem_init(startup_max_slots, found);
+	bpext_stats_shmem_init(found);
+	bpext_descriptors_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -14,7 +14,7 @@
  *	  resizes and closes the tier file.
  *	- path, size and error fields describe the tier for the views; they are
  *	  written by the worker and read by anyone, under control_lock.
- *	- the counters are atomics, bumped without a lock.
+ *	- the counters live in stats.c, one slot per process.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -27,6 +27,8 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
+
+#include "stats.h"
 
 /*
  * Tier states, numbered as SQL Server numbers them in
@@ -55,38 +57,6 @@ typedef enum BpextAdmission
 	BPEXT_ADMIT_READ			/* also every page read from a data file */
 } BpextAdmission;
 
-/* Where a page entering the tier came from. */
-typedef enum BpextAdmitSource
-{
-	BPEXT_SOURCE_EVICT_PUSH,	/* clean page ahead of the clock hand */
-	BPEXT_SOURCE_DUAL_WRITE,	/* image just written to its data file */
-	BPEXT_SOURCE_READ,			/* image just read from its data file */
-	BPEXT_SOURCE_PREWARM		/* bpext_prewarm() */
-} BpextAdmitSource;
-
-/*
- * Cumulative counters, all pg_atomic_uint64.  Names follow SQL Server's
- * Buffer Manager "Extension ..." counters where one exists.
- */
-typedef struct BpextCounters
-{
-	pg_atomic_uint64 lookups;	/* tier lookups on a shared-buffer miss */
-	pg_atomic_uint64 hits;		/* lookups that found a live slot */
-	pg_atomic_uint64 page_reads;	/* pages served from the tier */
-	pg_atomic_uint64 page_writes;	/* pages written into the tier */
-	pg_atomic_uint64 page_evictions;	/* live pages evicted to make room */
-	pg_atomic_uint64 invalidations; /* live pages dropped because their data
-									 * file changed */
-	pg_atomic_uint64 publish_races;	/* copies discarded because the page
-									 * changed while being copied */
-	pg_atomic_uint64 admission_skips;	/* pages not admitted (no room) */
-	pg_atomic_uint64 admitted[4];	/* pages published, by BpextAdmitSource */
-	pg_atomic_uint64 crc_failures;
-	pg_atomic_uint64 io_errors;
-	pg_atomic_uint64 read_time_us;
-	pg_atomic_uint64 write_time_us;
-} BpextCounters;
-
 typedef struct BpextControl
 {
 	/* Lock-free fields, see the file header. */
@@ -110,8 +80,6 @@ typedef struct BpextControl
 
 	/* Slot capacity fixed at server start (bpext.max_size). */
 	uint32		max_slots;
-
-	BpextCounters counters;
 } BpextControl;
 
 extern BpextControl *BpextCtl;
@@ -125,9 +93,7 @@ extern int	bpext_admission;
 extern bool bpext_direct_io;
 extern int	bpext_push_interval_ms;
 extern int	bpext_push_lookahead;
-
-#define BPEXT_COUNT(field, n) \
-	pg_atomic_fetch_add_u64(&BpextCtl->counters.field, (n))
+extern bool bpext_log_events;
 
 /*
  * Is the tier serving and admitting pages?  Cheap enough for every smgr
@@ -140,6 +106,9 @@ bpext_tier_enabled(void)
 	return BpextCtl != NULL &&
 		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED;
 }
+
+/* sql_api.c */
+extern void bpext_require_preloaded(void);
 
 /* tier_control.c */
 extern void bpext_apply_configuration(void);

@@ -35,10 +35,12 @@
 
 #include "access/xlog.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
 
 #include "bpext.h"
 #include "compat.h"
+#include "descriptors.h"
 #include "interpose.h"
 #include "smgr_wrap.h"
 #include "tier_io.h"
@@ -67,8 +69,10 @@ tier_tracks(SMgrRelation reln)
 	return BpextCtl != NULL && !BPEXT_SMGR_IS_TEMP(reln);
 }
 
+/* The read itself: from the tier if it can, else from the data file. */
 static void
-bpext_read(BPEXT_READ_ARGS)
+read_page(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+		  char *buffer)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	TierAdmitTicket ticket;
@@ -77,11 +81,14 @@ bpext_read(BPEXT_READ_ARGS)
 	if (!tier_serves(reln))
 	{
 		mdread(reln, forknum, blocknum, buffer);
+		if (tier_tracks(reln))
+			bpext_stats_count_read(false);
 		return;
 	}
 
 	if (tier_serve_page(rfile, forknum, blocknum, buffer))
 		return;
+	bpext_stats_count_read(false);
 
 	if (bpext_admission == BPEXT_ADMIT_READ)
 		admit = tier_map_begin_admit(rfile, forknum, blocknum, &ticket);
@@ -107,6 +114,20 @@ bpext_read(BPEXT_READ_ARGS)
 	}
 	else
 		mdread(reln, forknum, blocknum, buffer);
+}
+
+/* smgr_read: the read, timed for bpext_buffer_descriptors.read_microsec. */
+static void
+bpext_read(BPEXT_READ_ARGS)
+{
+	instr_time	start;
+	instr_time	elapsed;
+
+	INSTR_TIME_SET_CURRENT(start);
+	read_page(reln, forknum, blocknum, buffer);
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+	bpext_note_buffer_read(buffer, INSTR_TIME_GET_MICROSEC(elapsed));
 }
 
 /*

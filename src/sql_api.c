@@ -48,6 +48,8 @@
 
 PG_FUNCTION_INFO_V1(bpext_configuration_1_0);
 PG_FUNCTION_INFO_V1(bpext_stats_1_0);
+PG_FUNCTION_INFO_V1(bpext_stats_reset);
+PG_FUNCTION_INFO_V1(bpext_database_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_prewarm);
 PG_FUNCTION_INFO_V1(bpext_enable);
 PG_FUNCTION_INFO_V1(bpext_disable);
@@ -57,8 +59,8 @@ PG_FUNCTION_INFO_V1(bpext_resize);
 #define PREWARM_PREFETCH_PAGES	64
 #define APPLY_TIMEOUT_MS		30000
 
-static void
-require_preloaded(void)
+void
+bpext_require_preloaded(void)
 {
 	if (BpextCtl == NULL)
 		ereport(ERROR,
@@ -79,7 +81,7 @@ bpext_configuration_1_0(PG_FUNCTION_ARGS)
 	TimestampTz last_error_time;
 	uint64		size_bytes;
 
-	require_preloaded();
+	bpext_require_preloaded();
 	InitMaterializedSRF(fcinfo, 0);
 
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
@@ -114,50 +116,126 @@ bpext_configuration_1_0(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* Mean time, in seconds, that a tier page has gone without being used. */
+typedef struct UnreferencedAcc
+{
+	uint64		pages;
+	uint64		seconds;
+} UnreferencedAcc;
+
+static void
+add_unreferenced(const TierPageInfo *info, void *arg)
+{
+	UnreferencedAcc *acc = (UnreferencedAcc *) arg;
+
+	acc->pages++;
+	acc->seconds += info->unreferenced_seconds;
+}
+
 Datum
 bpext_stats_1_0(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	BpextCounters *c;
-	Datum		values[19];
-	bool		nulls[19] = {0};
-	uint64		lookups;
-	uint64		hits;
+	BpextCounters c;
+	TimestampTz reset_at;
+	UnreferencedAcc unref = {0, 0};
+	Datum		values[27];
+	bool		nulls[27] = {0};
 	uint32		used;
 	uint32		active;
 	int			i = 0;
 
-	require_preloaded();
+	bpext_require_preloaded();
 	InitMaterializedSRF(fcinfo, 0);
 
-	c = &BpextCtl->counters;
-	lookups = pg_atomic_read_u64(&c->lookups);
-	hits = pg_atomic_read_u64(&c->hits);
+	bpext_stats_sum(&c, &reset_at);
 	used = tier_map_used_slots();
 	active = pg_atomic_read_u32(&BpextCtl->active_slots);
+	tier_map_foreach(add_unreferenced, &unref);
 
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->page_reads));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->page_writes));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->page_evictions));
-	values[i++] = Int64GetDatum(used);
+	values[i++] = Int64GetDatum(c.page_reads);
+	values[i++] = Int64GetDatum(c.page_writes);
+	values[i++] = Int64GetDatum(c.page_evictions);
+	values[i++] = Int64GetDatum((int64) c.outstanding_io);
+	if (unref.pages > 0)
+		values[i++] = Float8GetDatum((double) unref.seconds / unref.pages);
+	else
+		nulls[i++] = true;
 	values[i++] = Int64GetDatum(active > used ? active - used : 0);
-	values[i++] = Int64GetDatum(lookups);
-	values[i++] = Int64GetDatum(hits);
-	values[i++] = Int64GetDatum(lookups - Min(hits, lookups));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->invalidations));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->publish_races));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admission_skips));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_EVICT_PUSH]));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_DUAL_WRITE]));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_READ]));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->admitted[BPEXT_SOURCE_PREWARM]));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->crc_failures));
-	values[i++] = Int64GetDatum(pg_atomic_read_u64(&c->io_errors));
-	values[i++] = Float8GetDatum(pg_atomic_read_u64(&c->read_time_us) / 1000.0);
-	values[i++] = Float8GetDatum(pg_atomic_read_u64(&c->write_time_us) / 1000.0);
+	values[i++] = Int64GetDatum(used);
+	if (active > 0)
+		values[i++] = Float8GetDatum(100.0 * Min(used, active) / active);
+	else
+		nulls[i++] = true;
+	values[i++] = Int64GetDatum(c.lookups);
+	values[i++] = Int64GetDatum(c.hits);
+	values[i++] = Int64GetDatum(c.lookups - Min(c.hits, c.lookups));
+	if (c.lookups > 0)
+		values[i++] = Float8GetDatum((double) c.hits / c.lookups);
+	else
+		nulls[i++] = true;
+	values[i++] = Int64GetDatum(c.data_file_reads);
+	values[i++] = Float8GetDatum(c.read_time_us / 1000.0);
+	values[i++] = Float8GetDatum(c.write_time_us / 1000.0);
+	values[i++] = Int64GetDatum(c.page_reads * BLCKSZ);
+	values[i++] = Int64GetDatum(c.page_writes * BLCKSZ);
+	values[i++] = Int64GetDatum(c.invalidations);
+	values[i++] = Int64GetDatum(c.publish_races);
+	values[i++] = Int64GetDatum(c.admission_skips);
+	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_EVICT_PUSH]);
+	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_DUAL_WRITE]);
+	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_READ]);
+	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_PREWARM]);
+	values[i++] = Int64GetDatum(c.crc_failures);
+	values[i++] = Int64GetDatum(c.io_errors);
+	values[i++] = TimestampTzGetDatum(reset_at);
 	Assert(i == lengthof(values));
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/* bpext_stats_reset(): zero the counters (superusers only, by GRANT). */
+Datum
+bpext_stats_reset(PG_FUNCTION_ARGS)
+{
+	bpext_require_preloaded();
+	bpext_stats_reset_all();
+	PG_RETURN_VOID();
+}
+
+/*
+ * Per database: pages served from the tier beside pages read from data
+ * files, as Aurora shows orcache_blks_hit beside storage_blks_read.
+ * Counted by the database of the process that read them.
+ */
+Datum
+bpext_database_stats_1_0(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	BpextDatabaseCounters *dbs;
+	int			n;
+	int			d;
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	n = bpext_stats_by_database(&dbs);
+	for (d = 0; d < n; d++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {0};
+		uint64		total = dbs[d].tier_reads + dbs[d].data_file_reads;
+
+		values[0] = ObjectIdGetDatum(dbs[d].dbid);
+		values[1] = Int64GetDatum(dbs[d].tier_reads);
+		values[2] = Int64GetDatum(dbs[d].data_file_reads);
+		if (total > 0)
+			values[3] = Float8GetDatum((double) dbs[d].tier_reads / total);
+		else
+			nulls[3] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
 	return (Datum) 0;
 }
 
@@ -182,7 +260,7 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 	BlockNumber block;
 	int64		loaded = 0;
 
-	require_preloaded();
+	bpext_require_preloaded();
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -377,7 +455,7 @@ bpext_enable(PG_FUNCTION_ARGS)
 	const char *path;
 	int			size_mb;
 
-	require_preloaded();
+	bpext_require_preloaded();
 	require_superuser("bpext_enable");
 
 	if (!PG_ARGISNULL(0))
@@ -421,7 +499,7 @@ bpext_enable(PG_FUNCTION_ARGS)
 Datum
 bpext_disable(PG_FUNCTION_ARGS)
 {
-	require_preloaded();
+	bpext_require_preloaded();
 	require_superuser("bpext_disable");
 
 	alter_system_set("bpext.size", "0");
@@ -436,7 +514,7 @@ bpext_resize(PG_FUNCTION_ARGS)
 	const char *size = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int			size_mb;
 
-	require_preloaded();
+	bpext_require_preloaded();
 	require_superuser("bpext_resize");
 
 	size_mb = parse_size_mb(size);

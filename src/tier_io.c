@@ -26,6 +26,7 @@
  */
 #include "postgres.h"
 
+#include "pgstat.h"
 #include "portability/instr_time.h"
 #include "utils/memutils.h"
 
@@ -61,6 +62,23 @@ elapsed_us(instr_time start)
 	return INSTR_TIME_GET_MICROSEC(now);
 }
 
+/* Tier writes, seen as outstanding I/O and as an Extension wait. */
+static bool
+write_pages(uint32 first_slot, int npages, char *const *pages)
+{
+	bool		ok;
+	int			save_errno;
+
+	BPEXT_COUNT(outstanding_io, 1);
+	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+	ok = tier_file_write_pages(first_slot, npages, pages);
+	save_errno = errno;
+	pgstat_report_wait_end();
+	BPEXT_COUNT(outstanding_io, -1);
+	errno = save_errno;
+	return ok;
+}
+
 /*
  * Fill buffer with the page from the tier if it holds a current, intact
  * copy.  Returns false (buffer contents undefined) otherwise.
@@ -86,8 +104,12 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 	BPEXT_COUNT(hits, 1);
 
 	INSTR_TIME_SET_CURRENT(start);
+	BPEXT_COUNT(outstanding_io, 1);
+	pgstat_report_wait_start(PG_WAIT_EXTENSION);
 	read_ok = tier_file_read_page(slot, buffer);
 	save_errno = errno;
+	pgstat_report_wait_end();
+	BPEXT_COUNT(outstanding_io, -1);
 	crc_ok = read_ok && tier_page_crc(rfile, fork, block, buffer) == crc;
 	still_valid = tier_map_pin_still_valid(slot);
 	tier_map_unpin(slot);
@@ -108,7 +130,7 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 		bpext_tier_fail("checksum mismatch in a tier page", 0);
 		return false;
 	}
-	BPEXT_COUNT(page_reads, 1);
+	bpext_stats_count_read(true);
 	return true;
 }
 
@@ -142,7 +164,7 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 	crc = tier_page_crc(rfile, fork, block, copy);
 
 	INSTR_TIME_SET_CURRENT(start);
-	if (!tier_file_write_pages(slot, 1, &copy))
+	if (!write_pages(slot, 1, &copy))
 	{
 		int			save_errno = errno;
 
@@ -275,7 +297,7 @@ tier_batch_flush(TierBatch *batch)
 		}
 		while (run < n && batch->slots[run] == batch->slots[run - 1] + 1)
 			run++;
-		if (!tier_file_write_pages(batch->slots[i], run - i, &batch->pages[i]))
+		if (!write_pages(batch->slots[i], run - i, &batch->pages[i]))
 		{
 			int			save_errno = errno;
 			int			j;

@@ -6,12 +6,13 @@
  *	  generation counters that keep a slot from outliving the data-file
  *	  image it copies.
  *
- * Layout.  Each slot of the tier file has a TierSlot (24 bytes): the block
+ * Layout.  Each slot of the tier file has a TierSlot (28 bytes): the block
  * number, the index of its relation entry (TierRel), the relation
  * generation it was admitted under, the CRC of its content, the next slot
- * in its hash chain, and an atomic state word.  Relation identity (the
- * RelFileNode and fork) is kept once per relation in a TierRel, so the map
- * costs about 28 bytes per 8 kB tier page (bucket array included).
+ * in its hash chain, an atomic state word and the time of its last use.
+ * Relation identity (the RelFileNode and fork) is kept once per relation
+ * in a TierRel, so the map costs about 32 bytes per 8 kB tier page (bucket
+ * array and relation table included).
  *
  * Slot state word: a pin count (readers copying the slot out of the file),
  * a CLOCK usage count, and two flags: HASHED (the slot is in a hash chain
@@ -54,6 +55,8 @@
  */
 #include "postgres.h"
 
+#include <time.h>
+
 #include "common/hashfn.h"
 #include "port/pg_bitutils.h"
 #include "storage/lwlock.h"
@@ -91,6 +94,8 @@ typedef struct TierSlot
 	uint32		generation;		/* TierRel generation at admission */
 	pg_crc32c	crc;			/* tier_page_crc() of the slot's content */
 	pg_atomic_uint32 state;
+	uint32		last_access;	/* seconds since map creation of the last
+								 * publish or hit, for the views */
 } TierSlot;
 
 typedef struct TierRel
@@ -125,11 +130,14 @@ typedef struct TierMap
 	TierSlot   *slots;
 	pg_atomic_uint32 *write_generations;
 	uint32		rel_free;		/* free-list head, under rel_lock */
+	pg_time_t	created_at;		/* origin of TierSlot.last_access */
 
 	/* Written often, each on its own cache line. */
 	PaddedAtomic clock_hand;
 	PaddedAtomic next_generation;
 	PaddedAtomic used_slots;	/* HASHED slots, plus publications under way */
+	PaddedAtomic generation_bumps;	/* relation-level invalidations, which
+									 * leave dead slots for the sweep */
 } TierMap;
 
 /* Key hashed to find a page's bucket; no padding, so hash_bytes is safe. */
@@ -203,6 +211,12 @@ slot_matches(const TierSlot *s, const BpextRelFile *rfile, ForkNumber fork,
 		return false;
 	r = &Map->rels[s->rel];
 	return r->fork == fork && BPEXT_RELFILE_EQUAL(r->rfile, *rfile);
+}
+
+static inline uint32
+map_clock(void)
+{
+	return (uint32) ((pg_time_t) time(NULL) - Map->created_at);
 }
 
 static inline bool
@@ -282,6 +296,8 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	pg_atomic_init_u32(&Map->clock_hand.value, 0);
 	pg_atomic_init_u32(&Map->next_generation.value, 1);
 	pg_atomic_init_u32(&Map->used_slots.value, 0);
+	pg_atomic_init_u32(&Map->generation_bumps.value, 0);
+	Map->created_at = (pg_time_t) time(NULL);
 	Map->rel_lock = &locks[BPEXT_MAP_PARTITIONS].lock;
 	Map->partition_locks = locks;
 
@@ -320,6 +336,7 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 		s->next = TIER_INVALID_INDEX;
 		s->generation = 0;
 		s->crc = 0;
+		s->last_access = 0;
 		pg_atomic_init_u32(&s->state, 0);
 	}
 	for (i = 0; i < BPEXT_WRITE_COUNTERS; i++)
@@ -389,6 +406,7 @@ tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 				break;
 		}
 		*crc = s->crc;
+		s->last_access = map_clock();
 		LWLockRelease(lock);
 		return slot;
 	}
@@ -555,6 +573,7 @@ rel_release(uint32 rel)
 static void
 rel_bump_generation(uint32 rel)
 {
+	pg_atomic_fetch_add_u32(&Map->generation_bumps.value, 1);
 	pg_atomic_write_u32(&Map->rels[rel].generation,
 						pg_atomic_fetch_add_u32(&Map->next_generation.value, 1));
 	pg_memory_barrier();
@@ -843,6 +862,7 @@ tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc)
 	s->block = ticket->block;
 	s->generation = ticket->rel_generation;
 	s->crc = crc;
+	s->last_access = map_clock();
 	s->next = Map->buckets[bucket];
 	pg_write_barrier();
 	Map->buckets[bucket] = slot;
@@ -1118,4 +1138,102 @@ uint32
 tier_map_used_slots(void)
 {
 	return Map ? pg_atomic_read_u32(&Map->used_slots.value) : 0;
+}
+
+/*
+ * Unlink the dead slots (their relation's generation moved on) so that
+ * they and their relation entries can be reused, and so that the counts
+ * the views show are of live pages.  The worker runs this after
+ * relation-level invalidations; until then dead slots are skipped by
+ * lookups and taken first by the CLOCK hand.  Returns slots freed.
+ */
+uint32
+tier_map_sweep_dead(void)
+{
+	static uint32 swept_bumps = 0;
+	uint32		bumps = pg_atomic_read_u32(&Map->generation_bumps.value);
+	uint32		freed = 0;
+	int			part;
+
+	if (bumps == swept_bumps)
+		return 0;
+	swept_bumps = bumps;
+
+	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
+	{
+		LWLock	   *lock = &Map->partition_locks[part].lock;
+		uint32		bucket;
+
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		for (bucket = part; bucket < Map->nbuckets;
+			 bucket += BPEXT_MAP_PARTITIONS)
+		{
+			uint32		prev = TIER_INVALID_INDEX;
+			uint32		cur = Map->buckets[bucket];
+
+			while (cur != TIER_INVALID_INDEX)
+			{
+				uint32		next = Map->slots[cur].next;
+
+				if (slot_is_current(&Map->slots[cur]))
+					prev = cur;
+				else
+				{
+					if (slot_unhash_locked(cur, prev, bucket))
+						tier_map_free_slot(cur);
+					freed++;
+				}
+				cur = next;
+			}
+		}
+		LWLockRelease(lock);
+	}
+	return freed;
+}
+
+/*
+ * Call fn for every current page in the tier, one partition at a time
+ * under its lock held shared.  fn must not take map locks; it may
+ * allocate (an error releases the lock when the transaction aborts).
+ */
+void
+tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg), void *arg)
+{
+	uint32		now = map_clock();
+	int			part;
+
+	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
+	{
+		LWLock	   *lock = &Map->partition_locks[part].lock;
+		uint32		bucket;
+
+		LWLockAcquire(lock, LW_SHARED);
+		for (bucket = part; bucket < Map->nbuckets;
+			 bucket += BPEXT_MAP_PARTITIONS)
+		{
+			uint32		cur;
+
+			for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+				 cur = Map->slots[cur].next)
+			{
+				TierSlot   *s = &Map->slots[cur];
+				TierRel    *r = &Map->rels[s->rel];
+				uint32		state = pg_atomic_read_u32(&s->state);
+				TierPageInfo info;
+
+				if (!slot_is_current(s))
+					continue;
+				info.slot = cur;
+				info.rfile = r->rfile;
+				info.fork = r->fork;
+				info.block = s->block;
+				info.crc = s->crc;
+				info.usage = SLOT_USAGE(state);
+				info.pins = SLOT_REFCOUNT(state);
+				info.unreferenced_seconds = now - Min(now, s->last_access);
+				fn(&info, arg);
+			}
+		}
+		LWLockRelease(lock);
+	}
 }

@@ -71,8 +71,24 @@ extern void tier_map_invalidate_database(Oid dbid);
 extern void tier_map_clear(void);
 extern void tier_map_set_active_slots(uint32 nslots);
 
+/* One current page of the tier, as the views see it. */
+typedef struct TierPageInfo
+{
+	uint32		slot;
+	BpextRelFile rfile;
+	ForkNumber	fork;
+	BlockNumber block;
+	pg_crc32c	crc;
+	int			usage;
+	int			pins;
+	uint32		unreferenced_seconds;	/* since the last publish or hit */
+} TierPageInfo;
+
 /* Figures for the views. */
 extern uint32 tier_map_used_slots(void);
+extern uint32 tier_map_sweep_dead(void);
+extern void tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg),
+							 void *arg);
 extern Size tier_map_bytes_per_slot(void);
 
 /* Checksum of a slot's content: the page and the identity it belongs to. */

@@ -99,6 +99,35 @@ forget_previous_worker(void)
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLED);
 }
 
+/*
+ * With bpext.log_events on, one LOG line per interval in which the tier did
+ * anything: SQL Server's pages_written / pages_read / pages_evicted
+ * extended events, aggregated.
+ */
+static void
+log_events(TimestampTz since, TimestampTz now)
+{
+	static BpextCounters last;
+	static bool have_last = false;
+	BpextCounters c;
+	TimestampTz reset_at;
+
+	bpext_stats_sum(&c, &reset_at);
+	if (have_last && c.page_writes >= last.page_writes &&
+		c.page_reads >= last.page_reads &&
+		c.page_evictions >= last.page_evictions &&
+		(c.page_writes != last.page_writes || c.page_reads != last.page_reads ||
+		 c.page_evictions != last.page_evictions))
+		ereport(LOG,
+				(errmsg("bpext events in the last %.1f s: pages_written %llu, pages_read %llu, pages_evicted %llu",
+						(double) (now - since) / USECS_PER_SEC,
+						(unsigned long long) (c.page_writes - last.page_writes),
+						(unsigned long long) (c.page_reads - last.page_reads),
+						(unsigned long long) (c.page_evictions - last.page_evictions))));
+	last = c;
+	have_last = true;
+}
+
 void
 bpext_worker_main(Datum main_arg)
 {
@@ -137,6 +166,9 @@ bpext_worker_main(Datum main_arg)
 			TimestampDifferenceExceeds(last_check, now, FILE_CHECK_INTERVAL_MS))
 		{
 			bpext_tier_check_file();
+			tier_map_sweep_dead();
+			if (bpext_log_events)
+				log_events(last_check, now);
 			last_check = now;
 		}
 

@@ -1,0 +1,372 @@
+/*-------------------------------------------------------------------------
+ *
+ * descriptors.c
+ *	  bpext_buffer_descriptors: one row per page held in shared buffers or
+ *	  in the tier, with SQL Server's sys.dm_os_buffer_descriptors columns
+ *	  and pg_buffercache's.
+ *
+ * Shared buffers are read as pg_buffercache reads them: the header under
+ * its spinlock, one buffer at a time, so the view never blocks the server.
+ * The content-derived columns (page_type, page_level, row_count,
+ * free_space_in_bytes) come from the page header and special space copied
+ * without the content lock; the tag is checked again afterwards and rows
+ * for buffers that changed meanwhile are left out.  A page being modified
+ * at that moment may show slightly stale figures: this is monitoring.
+ *
+ * Tier pages are listed from the map, one partition at a time under its
+ * lock.  Their content columns are NULL unless asked for
+ * (bpext_buffer_descriptors(true)), which reads each page from the tier
+ * file and checks its CRC.
+ *
+ * read_microsec is recorded by the smgr read wrapper for every shared
+ * buffer it fills, in a per-buffer array in shared memory written only by
+ * the process doing the read (which holds the buffer's I/O in progress).
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/brin_page.h"
+#include "access/gist.h"
+#include "access/hash.h"
+#include "access/nbtree.h"
+#include "access/spgist_private.h"
+#include "funcapi.h"
+#include "storage/buf_internals.h"
+#include "storage/bufmgr.h"
+#include "storage/bufpage.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+
+#include "bpext.h"
+#include "descriptors.h"
+#include "tier_file.h"
+#include "tier_map.h"
+
+PG_FUNCTION_INFO_V1(bpext_buffer_descriptors_1_0);
+
+#define DESCRIPTOR_COLUMNS	20
+
+/* Magic number in a sequence page's special space (sequence.c). */
+#define SEQUENCE_PAGE_MAGIC	0x1717
+
+/* Microseconds the read that filled each shared buffer took. */
+static pg_atomic_uint32 *buffer_read_us = NULL;
+
+Size
+bpext_descriptors_shmem_size(void)
+{
+	return mul_size(NBuffers, sizeof(pg_atomic_uint32));
+}
+
+void
+bpext_descriptors_shmem_init(bool found)
+{
+	buffer_read_us = ShmemInitStruct("bpext buffer read times",
+									 bpext_descriptors_shmem_size(), &found);
+	if (!found)
+	{
+		int			i;
+
+		for (i = 0; i < NBuffers; i++)
+			pg_atomic_init_u32(&buffer_read_us[i], 0);
+	}
+}
+
+/*
+ * Record how long the read into this page took, if the page is a shared
+ * buffer (smgr reads also go to private and local buffers).
+ */
+void
+bpext_note_buffer_read(const char *buffer, uint64 microseconds)
+{
+	uintptr_t	offset = (uintptr_t) buffer - (uintptr_t) BufferBlocks;
+
+	if (buffer_read_us == NULL || buffer < BufferBlocks ||
+		offset >= (uintptr_t) NBuffers * BLCKSZ || offset % BLCKSZ != 0)
+		return;
+	pg_atomic_write_u32(&buffer_read_us[offset / BLCKSZ],
+						(uint32) Min(microseconds, PG_UINT32_MAX));
+}
+
+/* What the content says about a page. */
+typedef struct PageFacts
+{
+	const char *type;
+	int			level;			/* btree level, or -1 */
+	int			row_count;		/* line pointers, or -1 */
+	int			free_space;		/* bytes between pd_lower and pd_upper, or
+								 * -1 */
+} PageFacts;
+
+/*
+ * Classify a page from its header and special space, as pageinspect would
+ * per access method, without knowing the access method: the size and the
+ * magic numbers of the special space tell them apart.  Only the first
+ * SizeOfPageHeaderData bytes and the last 16 need to be valid in page.
+ */
+static PageFacts
+classify_page(const char *page, ForkNumber fork)
+{
+	PageHeader	ph = (PageHeader) page;
+	PageFacts	f = {"unknown", -1, -1, -1};
+	Size		special;
+	uint16		tail_id;
+
+	if (fork == FSM_FORKNUM)
+		f.type = "fsm";
+	else if (fork == VISIBILITYMAP_FORKNUM)
+		f.type = "vm";
+	if (PageIsNew((Page) page))
+	{
+		f.type = "new";
+		return f;
+	}
+	if (ph->pd_lower < SizeOfPageHeaderData || ph->pd_lower > ph->pd_upper ||
+		ph->pd_upper > ph->pd_special || ph->pd_special > BLCKSZ ||
+		ph->pd_special != MAXALIGN(ph->pd_special))
+		return f;
+
+	f.row_count = (ph->pd_lower - SizeOfPageHeaderData) / sizeof(ItemIdData);
+	f.free_space = ph->pd_upper - ph->pd_lower;
+	if (fork == FSM_FORKNUM || fork == VISIBILITYMAP_FORKNUM)
+		return f;
+
+	special = BLCKSZ - ph->pd_special;
+	tail_id = *(const uint16 *) (page + BLCKSZ - sizeof(uint16));
+	if (special == 0)
+		f.type = "heap";
+	else if (special == MAXALIGN(sizeof(BTPageOpaqueData)) &&
+			 tail_id == HASHO_PAGE_ID)
+		f.type = "hash";
+	else if (special == MAXALIGN(sizeof(GISTPageOpaqueData)) &&
+			 tail_id == GIST_PAGE_ID)
+		f.type = "gist";
+	else if (special == MAXALIGN(sizeof(BTPageOpaqueData)))
+	{
+		const BTPageOpaqueData *bt =
+			(const BTPageOpaqueData *) (page + ph->pd_special);
+
+		if (bt->btpo_flags & BTP_META)
+			f.type = "btree_meta";
+		else if (bt->btpo_flags & (BTP_DELETED | BTP_HALF_DEAD))
+			f.type = "btree_deleted";
+		else
+		{
+			f.type = (bt->btpo_flags & BTP_LEAF) ? "btree_leaf" : "btree_internal";
+			f.level = (int) bt->btpo_level;
+		}
+	}
+	else if (special == MAXALIGN(sizeof(uint32)) &&
+			 *(const uint32 *) (page + ph->pd_special) == SEQUENCE_PAGE_MAGIC)
+		f.type = "sequence";
+	else if (special == MAXALIGN(sizeof(SpGistPageOpaqueData)) &&
+			 tail_id == SPGIST_PAGE_ID)
+		f.type = "spgist";
+	else if (special == MAXALIGN(sizeof(BrinSpecialSpace)) &&
+			 tail_id >= BRIN_PAGETYPE_META && tail_id <= BRIN_PAGETYPE_REGULAR)
+		f.type = "brin";
+	else if (special == MAXALIGN(sizeof(uint64)))
+		f.type = "gin";
+	return f;
+}
+
+typedef struct DescriptorRow
+{
+	bool		in_tier;
+	uint64		bufferid;
+	BpextRelFile rfile;
+	ForkNumber	fork;
+	BlockNumber block;
+	bool		dirty;
+	int			usage;
+	int			pins;
+	bool		has_read_time;
+	uint64		read_us;
+	bool		has_facts;
+	PageFacts	facts;
+} DescriptorRow;
+
+static void
+put_row(ReturnSetInfo *rsinfo, const DescriptorRow *row)
+{
+	Datum		values[DESCRIPTOR_COLUMNS];
+	bool		nulls[DESCRIPTOR_COLUMNS] = {0};
+	int			i = 0;
+
+	values[i++] = ObjectIdGetDatum(BPEXT_RELFILE_DB(row->rfile));	/* database_id */
+	values[i++] = Int32GetDatum((int32) row->fork); /* file_id */
+	values[i++] = Int64GetDatum((int64) row->block);	/* page_id */
+	if (row->has_facts && row->facts.level >= 0)	/* page_level */
+		values[i++] = Int32GetDatum(row->facts.level);
+	else
+		nulls[i++] = true;
+	values[i++] = ObjectIdGetDatum(BPEXT_RELFILE_NUMBER(row->rfile));	/* allocation_unit_id */
+	if (row->has_facts)			/* page_type */
+		values[i++] = CStringGetTextDatum(row->facts.type);
+	else
+		nulls[i++] = true;
+	if (row->has_facts && row->facts.row_count >= 0)	/* row_count */
+		values[i++] = Int32GetDatum(row->facts.row_count);
+	else
+		nulls[i++] = true;
+	if (row->has_facts && row->facts.free_space >= 0)	/* free_space_in_bytes */
+		values[i++] = Int32GetDatum(row->facts.free_space);
+	else
+		nulls[i++] = true;
+	values[i++] = BoolGetDatum(row->dirty); /* is_modified */
+	nulls[i++] = true;			/* numa_node: not known to PostgreSQL 15 */
+	if (row->has_read_time)		/* read_microsec */
+		values[i++] = Int64GetDatum((int64) row->read_us);
+	else
+		nulls[i++] = true;
+	values[i++] = BoolGetDatum(row->in_tier);	/* is_in_bpool_extension */
+	values[i++] = Int64GetDatum((int64) row->bufferid);
+	values[i++] = ObjectIdGetDatum(BPEXT_RELFILE_SPC(row->rfile));
+	values[i++] = ObjectIdGetDatum(BPEXT_RELFILE_DB(row->rfile));
+	values[i++] = ObjectIdGetDatum(BPEXT_RELFILE_NUMBER(row->rfile));
+	values[i++] = Int16GetDatum((int16) row->fork);
+	values[i++] = Int64GetDatum((int64) row->block);
+	values[i++] = Int16GetDatum((int16) row->usage);
+	values[i++] = Int32GetDatum(row->pins);
+	Assert(i == DESCRIPTOR_COLUMNS);
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/* The shared-buffer rows. */
+static void
+put_shared_buffers(ReturnSetInfo *rsinfo)
+{
+	char		copy[BLCKSZ];
+	int			i;
+
+	memset(copy, 0, sizeof(copy));
+	for (i = 0; i < NBuffers; i++)
+	{
+		BufferDesc *desc = GetBufferDescriptor(i);
+		const char *page = BufferBlocks + (Size) i * BLCKSZ;
+		DescriptorRow row;
+		BufferTag	tag;
+		uint32		state;
+		bool		unchanged;
+
+		state = LockBufHdr(desc);
+		if ((state & (BM_VALID | BM_TAG_VALID)) != (BM_VALID | BM_TAG_VALID))
+		{
+			UnlockBufHdr(desc, state);
+			continue;
+		}
+		tag = desc->tag;
+		UnlockBufHdr(desc, state);
+
+		/* Header and special space only: what classify_page looks at. */
+		memcpy(copy, page, SizeOfPageHeaderData);
+		memcpy(copy + BLCKSZ - 16, page + BLCKSZ - 16, 16);
+
+		state = LockBufHdr(desc);
+		unchanged = (state & BM_VALID) && BUFFERTAGS_EQUAL(tag, desc->tag);
+		UnlockBufHdr(desc, state);
+		if (!unchanged)
+			continue;
+
+		memset(&row, 0, sizeof(row));
+		row.in_tier = false;
+		row.bufferid = i + 1;
+		row.rfile = BPEXT_BUFTAG_RELFILE(tag);
+		row.fork = BPEXT_BUFTAG_FORK(tag);
+		row.block = BPEXT_BUFTAG_BLOCK(tag);
+		row.dirty = (state & BM_DIRTY) != 0;
+		row.usage = BUF_STATE_GET_USAGECOUNT(state);
+		row.pins = BUF_STATE_GET_REFCOUNT(state);
+		row.has_read_time = true;
+		row.read_us = pg_atomic_read_u32(&buffer_read_us[i]);
+		row.has_facts = true;
+		row.facts = classify_page(copy, row.fork);
+		put_row(rsinfo, &row);
+	}
+}
+
+/* Tier rows are collected first: no tier I/O under the map's locks. */
+typedef struct TierRows
+{
+	TierPageInfo *pages;
+	int			n;
+	int			capacity;
+} TierRows;
+
+static void
+collect_tier_page(const TierPageInfo *info, void *arg)
+{
+	TierRows   *rows = (TierRows *) arg;
+
+	if (rows->n == rows->capacity)
+	{
+		rows->capacity *= 2;
+		rows->pages = repalloc_huge(rows->pages,
+									sizeof(TierPageInfo) * rows->capacity);
+	}
+	rows->pages[rows->n++] = *info;
+}
+
+static void
+put_tier_pages(ReturnSetInfo *rsinfo, bool with_contents)
+{
+	TierRows	rows;
+	char	   *page = NULL;
+	int			i;
+
+	rows.capacity = Max(1024, tier_map_used_slots() + 64);
+	rows.n = 0;
+	rows.pages = palloc_extended(sizeof(TierPageInfo) * rows.capacity,
+								 MCXT_ALLOC_HUGE);
+	tier_map_foreach(collect_tier_page, &rows);
+
+	if (with_contents)
+		page = (char *) TYPEALIGN(TIER_IO_ALIGN, palloc(BLCKSZ + TIER_IO_ALIGN));
+
+	for (i = 0; i < rows.n; i++)
+	{
+		const TierPageInfo *info = &rows.pages[i];
+		DescriptorRow row;
+
+		memset(&row, 0, sizeof(row));
+		row.in_tier = true;
+		row.bufferid = info->slot;
+		row.rfile = info->rfile;
+		row.fork = info->fork;
+		row.block = info->block;
+		row.usage = info->usage;
+		row.pins = info->pins;
+
+		/* A page that cannot be read back intact just shows no facts. */
+		if (with_contents && tier_file_ready() &&
+			tier_file_read_page(info->slot, page) &&
+			tier_page_crc(&info->rfile, info->fork, info->block, page) == info->crc)
+		{
+			row.has_facts = true;
+			row.facts = classify_page(page, info->fork);
+		}
+		put_row(rsinfo, &row);
+	}
+}
+
+/*
+ * bpext_buffer_descriptors_1_0(with_contents bool): every page in shared
+ * buffers, then every page in the tier.
+ */
+Datum
+bpext_buffer_descriptors_1_0(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		with_contents = PG_GETARG_BOOL(0);
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	put_shared_buffers(rsinfo);
+	if (bpext_tier_enabled())
+		put_tier_pages(rsinfo, with_contents);
+	return (Datum) 0;
+}

@@ -1,0 +1,18 @@
+/*-------------------------------------------------------------------------
+ *
+ * descriptors.h
+ *	  The bpext_buffer_descriptors view and the per-buffer read times it
+ *	  shows.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_DESCRIPTORS_H
+#define BPEXT_DESCRIPTORS_H
+
+extern Size bpext_descriptors_shmem_size(void);
+extern void bpext_descriptors_shmem_init(bool found);
+extern void bpext_note_buffer_read(const char *buffer, uint64 microseconds);
+
+#endif							/* BPEXT_DESCRIPTORS_H */

@@ -1,0 +1,294 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *	  bpext's counters, kept per process so that the read path never
+ *	  writes to a cache line another process writes to.
+ *
+ * Protocol.  Every process that has a PGPROC owns the counter slot of its
+ * pgprocno and is the only writer of it: plain 64-bit additions, no locks,
+ * no atomic read-modify-write.  Readers (the views) sum all slots without
+ * a lock; a 64-bit aligned load cannot be torn on the platforms PostgreSQL
+ * supports, and a sum that is a few increments behind is fine.  Slots are
+ * never cleared: a new process reusing a pgprocno keeps adding to them.
+ *
+ * Per-database figures (the tier reads and data-file reads of processes
+ * connected to a database, as pg_stat_database counts blks_read) come from
+ * the same counters: a slot records the database it counts for and its
+ * counter values when it started to, and when it starts counting for
+ * another database, the difference is folded into a shared per-database
+ * table under control_lock.
+ *
+ * Resets never write other processes' slots: bpext_stats_reset() stores
+ * the current sums as a baseline, and the views report the difference.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/twophase.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+
+#include "bpext.h"
+#include "stats.h"
+
+#define BPEXT_MAX_DATABASES 256
+
+typedef struct ProcCounters
+{
+	BpextCounters c;
+	Oid			dbid;			/* database the counters below count for */
+	uint64		db_base_tier_reads;
+	uint64		db_base_data_file_reads;
+} ProcCounters;
+
+typedef union PaddedProcCounters
+{
+	ProcCounters pc;
+	char		pad[TYPEALIGN(PG_CACHE_LINE_SIZE, sizeof(ProcCounters))];
+} PaddedProcCounters;
+
+typedef struct StatsShared
+{
+	int			nprocs;
+	TimestampTz reset_at;		/* under control_lock */
+	BpextCounters reset_base;	/* under control_lock */
+	int			ndatabases;		/* under control_lock */
+	BpextDatabaseCounters databases[BPEXT_MAX_DATABASES];	/* folded */
+	BpextDatabaseCounters db_reset_base[BPEXT_MAX_DATABASES];
+	int			ndb_reset_base;
+	PaddedProcCounters procs[FLEXIBLE_ARRAY_MEMBER];
+} StatsShared;
+
+BpextCounters *BpextMyCounters = NULL;
+
+static StatsShared *Stats = NULL;
+static ProcCounters *MySlot = NULL;
+
+/* Where counts go in a process that has no PGPROC (none does I/O). */
+static BpextCounters orphan_counters;
+
+static int
+stats_nprocs(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+Size
+bpext_stats_shmem_size(void)
+{
+	return add_size(offsetof(StatsShared, procs),
+					mul_size(stats_nprocs(), sizeof(PaddedProcCounters)));
+}
+
+void
+bpext_stats_shmem_init(bool found)
+{
+	Stats = ShmemInitStruct("bpext counters", bpext_stats_shmem_size(), &found);
+	if (!found)
+	{
+		memset(Stats, 0, bpext_stats_shmem_size());
+		Stats->nprocs = stats_nprocs();
+		Stats->reset_at = GetCurrentTimestamp();
+	}
+}
+
+static BpextDatabaseCounters *
+find_database(BpextDatabaseCounters *table, int *n, int max, Oid dbid,
+			  bool create)
+{
+	int			i;
+
+	for (i = 0; i < *n; i++)
+		if (table[i].dbid == dbid)
+			return &table[i];
+	if (!create || *n >= max)
+		return NULL;
+	table[*n].dbid = dbid;
+	table[*n].tier_reads = 0;
+	table[*n].data_file_reads = 0;
+	return &table[(*n)++];
+}
+
+/*
+ * Start counting this slot's reads for the database we are connected to,
+ * folding what it counted for another one into the shared table.
+ */
+static void
+count_for_database(ProcCounters *slot)
+{
+	BpextDatabaseCounters *db;
+	uint64		tier_reads = slot->c.page_reads - slot->db_base_tier_reads;
+	uint64		data_reads = slot->c.data_file_reads - slot->db_base_data_file_reads;
+
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	if (tier_reads > 0 || data_reads > 0)
+	{
+		db = find_database(Stats->databases, &Stats->ndatabases,
+						   BPEXT_MAX_DATABASES, slot->dbid, true);
+		/* A full table loses the figures of the 257th database. */
+		if (db != NULL)
+		{
+			db->tier_reads += tier_reads;
+			db->data_file_reads += data_reads;
+		}
+	}
+	slot->dbid = MyDatabaseId;
+	slot->db_base_tier_reads = slot->c.page_reads;
+	slot->db_base_data_file_reads = slot->c.data_file_reads;
+	LWLockRelease(BpextCtl->control_lock);
+}
+
+/* Find this process's slot; called on its first count. */
+void
+bpext_stats_attach(void)
+{
+	if (Stats == NULL || MyProc == NULL || MyProc->pgprocno >= Stats->nprocs)
+	{
+		BpextMyCounters = &orphan_counters;
+		return;
+	}
+	MySlot = &Stats->procs[MyProc->pgprocno].pc;
+	BpextMyCounters = &MySlot->c;
+}
+
+/*
+ * Count a shared-buffer miss, served from the tier or not, for the
+ * per-database figures too.
+ */
+void
+bpext_stats_count_read(bool from_tier)
+{
+	if (BpextMyCounters == NULL)
+		bpext_stats_attach();
+	if (MySlot != NULL && MySlot->dbid != MyDatabaseId)
+		count_for_database(MySlot);
+	if (from_tier)
+		BpextMyCounters->page_reads++;
+	else
+		BpextMyCounters->data_file_reads++;
+}
+
+/* Sum of every process's counters, as they are. */
+static void
+raw_sum(BpextCounters *total)
+{
+	uint64	   *sum = (uint64 *) total;
+	int			p;
+	int			i;
+
+	memset(total, 0, sizeof(BpextCounters));
+	for (p = 0; p < Stats->nprocs; p++)
+	{
+		const volatile uint64 *c = (const volatile uint64 *) &Stats->procs[p].pc.c;
+
+		for (i = 0; i < (int) BPEXT_NUM_COUNTERS; i++)
+			sum[i] += c[i];
+	}
+}
+
+/* Sum of every process's counters, less the reset baseline. */
+void
+bpext_stats_sum(BpextCounters *total, TimestampTz *reset_at)
+{
+	BpextCounters base;
+	uint64	   *sum = (uint64 *) total;
+	uint64	   *basev = (uint64 *) &base;
+	int			i;
+
+	raw_sum(total);
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	base = Stats->reset_base;
+	*reset_at = Stats->reset_at;
+	LWLockRelease(BpextCtl->control_lock);
+
+	/* outstanding_io is a gauge, not reset. */
+	base.outstanding_io = 0;
+	for (i = 0; i < (int) BPEXT_NUM_COUNTERS; i++)
+		sum[i] = sum[i] >= basev[i] ? sum[i] - basev[i] : 0;
+}
+
+/*
+ * Per-database totals (folded plus what live slots count), without the
+ * reset baseline.  Returns a palloc'd array.
+ */
+static int
+database_totals(BpextDatabaseCounters **result)
+{
+	BpextDatabaseCounters *dbs;
+	int			n;
+	int			p;
+
+	dbs = palloc(sizeof(BpextDatabaseCounters) * (BPEXT_MAX_DATABASES + Stats->nprocs));
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	n = Stats->ndatabases;
+	memcpy(dbs, Stats->databases, sizeof(BpextDatabaseCounters) * n);
+	for (p = 0; p < Stats->nprocs; p++)
+	{
+		volatile ProcCounters *slot = &Stats->procs[p].pc;
+		uint64		tier_reads = slot->c.page_reads - slot->db_base_tier_reads;
+		uint64		data_reads = slot->c.data_file_reads - slot->db_base_data_file_reads;
+		BpextDatabaseCounters *db;
+
+		if (tier_reads == 0 && data_reads == 0)
+			continue;
+		db = find_database(dbs, &n, BPEXT_MAX_DATABASES + Stats->nprocs,
+						   slot->dbid, true);
+		db->tier_reads += tier_reads;
+		db->data_file_reads += data_reads;
+	}
+	LWLockRelease(BpextCtl->control_lock);
+	*result = dbs;
+	return n;
+}
+
+/* Per-database counters since the last reset; returns a palloc'd array. */
+int
+bpext_stats_by_database(BpextDatabaseCounters **result)
+{
+	BpextDatabaseCounters *dbs;
+	int			n = database_totals(&dbs);
+	int			i;
+
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	for (i = 0; i < n; i++)
+	{
+		int			nbase = Stats->ndb_reset_base;
+		BpextDatabaseCounters *base = find_database(Stats->db_reset_base,
+													&nbase, 0, dbs[i].dbid,
+													false);
+
+		if (base != NULL)
+		{
+			dbs[i].tier_reads -= Min(dbs[i].tier_reads, base->tier_reads);
+			dbs[i].data_file_reads -= Min(dbs[i].data_file_reads,
+										  base->data_file_reads);
+		}
+	}
+	LWLockRelease(BpextCtl->control_lock);
+	*result = dbs;
+	return n;
+}
+
+/* Make the current sums the new zero. */
+void
+bpext_stats_reset_all(void)
+{
+	BpextCounters total;
+	BpextDatabaseCounters *dbs;
+	int			n;
+
+	raw_sum(&total);
+	n = Min(database_totals(&dbs), BPEXT_MAX_DATABASES);
+
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	Stats->reset_base = total;
+	Stats->reset_at = GetCurrentTimestamp();
+	memcpy(Stats->db_reset_base, dbs, sizeof(BpextDatabaseCounters) * n);
+	Stats->ndb_reset_base = n;
+	LWLockRelease(BpextCtl->control_lock);
+	pfree(dbs);
+}
