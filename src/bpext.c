@@ -161,7 +161,7 @@ define_settings(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bpext.push_lookahead",
-							"Buffers ahead of the clock hand examined per eviction-push round; 0 means shared_buffers/8.",
+							"Buffers ahead of the clock hand examined per eviction-push round; 0 means shared_buffers/4.",
 							NULL,
 							&bpext_push_lookahead,
 							0,

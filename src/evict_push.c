@@ -158,7 +158,7 @@ bpext_push_round(void)
 		return 0;
 
 	lookahead = bpext_push_lookahead > 0 ? bpext_push_lookahead :
-		Max(NBuffers / 8, 16);
+		Max(NBuffers / 4, 16);
 	lookahead = Min(lookahead, NBuffers);
 
 	if (push_batch == NULL)
