@@ -225,6 +225,13 @@ slot_is_current(const TierSlot *s)
 	return s->generation == pg_atomic_read_u32(&Map->rels[s->rel].generation);
 }
 
+/* Is the slot a copy its relation has since moved on from? */
+static bool
+slot_is_dead(const TierSlot *s)
+{
+	return !slot_is_current(s);
+}
+
 /* ---------------------------------------------------------------------
  * Shared memory
  * ---------------------------------------------------------------------
@@ -1053,14 +1060,15 @@ wait_for_publishers(void)
 	}
 }
 
-/* Empty the map (disable, error).  The caller has left ENABLED state. */
-void
-tier_map_clear(void)
+/*
+ * Unlink every slot that selects() picks (every slot if it is NULL),
+ * partition by partition under the exclusive lock.  Returns how many.
+ */
+static uint32
+unhash_where(bool (*selects) (const TierSlot *s))
 {
+	uint32		removed = 0;
 	int			part;
-
-	pg_atomic_fetch_add_u32(&BpextCtl->map_epoch, 1);
-	wait_for_publishers();
 
 	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
 	{
@@ -1071,16 +1079,36 @@ tier_map_clear(void)
 		for (bucket = part; bucket < Map->nbuckets;
 			 bucket += BPEXT_MAP_PARTITIONS)
 		{
-			while (Map->buckets[bucket] != TIER_INVALID_INDEX)
-			{
-				uint32		slot = Map->buckets[bucket];
+			uint32		prev = TIER_INVALID_INDEX;
+			uint32		cur = Map->buckets[bucket];
 
-				if (slot_unhash_locked(slot, TIER_INVALID_INDEX, bucket))
-					tier_map_free_slot(slot);
+			while (cur != TIER_INVALID_INDEX)
+			{
+				uint32		next = Map->slots[cur].next;
+
+				if (selects != NULL && !selects(&Map->slots[cur]))
+					prev = cur;
+				else
+				{
+					if (slot_unhash_locked(cur, prev, bucket))
+						tier_map_free_slot(cur);
+					removed++;
+				}
+				cur = next;
 			}
 		}
 		LWLockRelease(lock);
 	}
+	return removed;
+}
+
+/* Empty the map (disable, error).  The caller has left ENABLED state. */
+void
+tier_map_clear(void)
+{
+	pg_atomic_fetch_add_u32(&BpextCtl->map_epoch, 1);
+	wait_for_publishers();
+	unhash_where(NULL);
 }
 
 /*
@@ -1152,43 +1180,11 @@ tier_map_sweep_dead(void)
 {
 	static uint32 swept_bumps = 0;
 	uint32		bumps = pg_atomic_read_u32(&Map->generation_bumps.value);
-	uint32		freed = 0;
-	int			part;
 
 	if (bumps == swept_bumps)
 		return 0;
 	swept_bumps = bumps;
-
-	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
-	{
-		LWLock	   *lock = &Map->partition_locks[part].lock;
-		uint32		bucket;
-
-		LWLockAcquire(lock, LW_EXCLUSIVE);
-		for (bucket = part; bucket < Map->nbuckets;
-			 bucket += BPEXT_MAP_PARTITIONS)
-		{
-			uint32		prev = TIER_INVALID_INDEX;
-			uint32		cur = Map->buckets[bucket];
-
-			while (cur != TIER_INVALID_INDEX)
-			{
-				uint32		next = Map->slots[cur].next;
-
-				if (slot_is_current(&Map->slots[cur]))
-					prev = cur;
-				else
-				{
-					if (slot_unhash_locked(cur, prev, bucket))
-						tier_map_free_slot(cur);
-					freed++;
-				}
-				cur = next;
-			}
-		}
-		LWLockRelease(lock);
-	}
-	return freed;
+	return unhash_where(slot_is_dead);
 }
 
 /*
