@@ -33,13 +33,15 @@ ISOLATION_OPTS = --inputdir=$(srcdir)/test --outputdir=$(CURDIR)/output_iso \
 
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
-PROVE_FLAGS = -I $(srcdir)/test/perl
 
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare -Wno-clobbered
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# After the include: Makefile.global resets PROVE_FLAGS.
+PROVE_FLAGS = -I $(srcdir)/test/perl
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
 .PHONY: bench

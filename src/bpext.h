@@ -69,6 +69,8 @@ typedef struct BpextControl
 	/* Protected by control_lock. */
 	LWLock	   *control_lock;
 	char		path[MAXPGPATH];	/* the tier file in use, or "" */
+	uint64		file_dev;		/* its st_dev and st_ino, so that nobody */
+	uint64		file_ino;		/* uses a file put in its place */
 	uint64		size_bytes;		/* its size, header included */
 	char		last_error[256];
 	TimestampTz last_error_time;

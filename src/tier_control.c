@@ -128,22 +128,32 @@ release_tier(void)
 	tier_file_close_local();
 }
 
+/*
+ * Turn the tier off (from ENABLED or ERROR).  Like SQL Server, turning the
+ * extension off deletes its file: the file bpext created or validated, if
+ * it is still the one at that path, never a file put in its place.
+ */
 static void
-disable_tier(bool remove_file)
+disable_tier(void)
 {
 	char		path[MAXPGPATH];
+	uint64		dev;
+	uint64		ino;
 
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLING);
 	release_tier();
 
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	strlcpy(path, BpextCtl->path, sizeof(path));
+	dev = BpextCtl->file_dev;
+	ino = BpextCtl->file_ino;
 	BpextCtl->path[0] = '\0';
 	BpextCtl->size_bytes = 0;
+	BpextCtl->file_dev = BpextCtl->file_ino = 0;
 	LWLockRelease(BpextCtl->control_lock);
 
-	/* Like SQL Server, turning the extension off deletes its file. */
-	if (remove_file && path[0] != '\0' && unlink(path) != 0 && errno != ENOENT)
+	if (path[0] != '\0' && tier_file_is(path, dev, ino) &&
+		unlink(path) != 0 && errno != ENOENT)
 		ereport(WARNING,
 				(errcode_for_file_access(),
 				 errmsg("could not remove tier file \"%s\": %m", path)));
@@ -177,6 +187,8 @@ enable_tier(const char *path, uint32 nslots)
 {
 	char		err[512];
 	int			fd;
+	uint64		dev;
+	uint64		ino;
 
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLING);
 	fd = tier_file_open(path, nslots, err, sizeof(err));
@@ -192,11 +204,21 @@ enable_tier(const char *path, uint32 nslots)
 		return;
 	}
 
+	if (!tier_file_identity(fd, &dev, &ino))
+	{
+		snprintf(err, sizeof(err), "could not stat \"%s\": %m", path);
+		close(fd);
+		record_error(err);
+		pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ERROR);
+		return;
+	}
 	worker_fd = fd;
 	worker_nslots = nslots;
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	strlcpy(BpextCtl->path, path, sizeof(BpextCtl->path));
 	BpextCtl->size_bytes = TIER_FILE_SIZE(nslots);
+	BpextCtl->file_dev = dev;
+	BpextCtl->file_ino = ino;
 	LWLockRelease(BpextCtl->control_lock);
 
 	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
@@ -256,28 +278,27 @@ bpext_apply_configuration(void)
 
 	if (nslots == 0 || path[0] == '\0')
 	{
-		if (state == BPEXT_STATE_ENABLED)
-			disable_tier(true);
-		else if (state == BPEXT_STATE_ERROR)
-			pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLED);
+		if (state == BPEXT_STATE_ENABLED || state == BPEXT_STATE_ERROR)
+			disable_tier();
 		if (nslots > 0 && path[0] == '\0')
 			ereport(WARNING,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("bpext.size is set but bpext.path is empty; the tier stays disabled"),
 					 errhint("Set bpext.path to a file on a fast local disk.")));
 	}
-	else if (state == BPEXT_STATE_ENABLED && path_changed)
-	{
-		disable_tier(true);
-		enable_tier(path, nslots);
-	}
-	else if (state == BPEXT_STATE_ENABLED)
+	else if (state == BPEXT_STATE_ENABLED && !path_changed)
 	{
 		if (nslots != worker_nslots)
 			resize_tier(nslots);
 	}
 	else
+	{
+		/* A new file: the old one (if any, and if ours) goes first. */
+		if ((state == BPEXT_STATE_ENABLED || state == BPEXT_STATE_ERROR) &&
+			path_changed)
+			disable_tier();
 		enable_tier(path, nslots);
+	}
 
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	BpextCtl->config_applied_at = GetCurrentTimestamp();

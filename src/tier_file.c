@@ -317,6 +317,32 @@ tier_file_still_ours(int fd, const char *path, uint32 nslots, char *err,
 	return true;
 }
 
+/* The identity of an open file, for BpextCtl->file_dev/file_ino. */
+bool
+tier_file_identity(int fd, uint64 *dev, uint64 *ino)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return false;
+	*dev = (uint64) st.st_dev;
+	*ino = (uint64) st.st_ino;
+	return true;
+}
+
+/*
+ * Is the file now at path the one whose identity is given?  Used before
+ * removing it: bpext removes only the file it created or validated.
+ */
+bool
+tier_file_is(const char *path, uint64 dev, uint64 ino)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+		(uint64) st.st_dev == dev && (uint64) st.st_ino == ino;
+}
+
 /*
  * This process's descriptor, (re)opened if the worker has switched files
  * since we last looked.  Returns -1 with errno set on failure.  The
@@ -328,6 +354,10 @@ local_tier_fd(void)
 {
 	uint32		incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
 	char		path[MAXPGPATH];
+	uint64		want_dev;
+	uint64		want_ino;
+	uint64		dev;
+	uint64		ino;
 	int			flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
 
 	if (local_fd >= 0 && incarnation == local_incarnation)
@@ -336,6 +366,8 @@ local_tier_fd(void)
 
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
 	strlcpy(path, BpextCtl->path, sizeof(path));
+	want_dev = BpextCtl->file_dev;
+	want_ino = BpextCtl->file_ino;
 	LWLockRelease(BpextCtl->control_lock);
 
 	if (!AcquireExternalFD())
@@ -351,10 +383,22 @@ local_tier_fd(void)
 		local_direct = false;
 		local_fd = open(path, flags);
 	}
-	if (local_fd >= 0)
-		local_incarnation = incarnation;
-	else
+	if (local_fd < 0)
+	{
 		ReleaseExternalFD();
+		return -1;
+	}
+
+	/* Never use a file that was put where the worker's file was. */
+	if (!tier_file_identity(local_fd, &dev, &ino) ||
+		dev != want_dev || ino != want_ino)
+	{
+		tier_file_close_local();
+		bpext_tier_fail("the tier file has been replaced", 0);
+		errno = ESTALE;
+		return -1;
+	}
+	local_incarnation = incarnation;
 	return local_fd;
 }
 

@@ -24,6 +24,8 @@ extern int	tier_file_open(const char *path, uint32 nslots, char *err,
 						   size_t errlen);
 extern bool tier_file_resize(int fd, uint32 old_nslots, uint32 new_nslots,
 							 char *err, size_t errlen);
+extern bool tier_file_identity(int fd, uint64 *dev, uint64 *ino);
+extern bool tier_file_is(const char *path, uint64 dev, uint64 ino);
 extern bool tier_file_still_ours(int fd, const char *path, uint32 nslots,
 								 char *err, size_t errlen);
 

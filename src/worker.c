@@ -48,7 +48,8 @@ bpext_register_worker(void)
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "bpext", BGW_MAXLEN);
@@ -136,6 +137,9 @@ bpext_worker_main(Datum main_arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+
+	/* No database, but a pg_stat_activity entry like other workers. */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	CurrentResourceOwner = ResourceOwnerCreate(NULL, "bpext tier worker");
 
