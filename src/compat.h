@@ -32,6 +32,15 @@
 #include "storage/smgr.h"
 #include "storage/buf_internals.h"
 
+/*
+ * The patched smgr table reaches every process by fork() inheritance from
+ * the postmaster; EXEC_BACKEND builds (and so Windows) start children from
+ * a fresh executable image that would not have it.
+ */
+#if defined(EXEC_BACKEND) || defined(WIN32)
+#error "bpext needs a fork()-based server: EXEC_BACKEND and Windows builds are not supported"
+#endif
+
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 160000
 #error "bpext supports PostgreSQL 15 only so far; see src/compat.h for the plan for 16, 17 and 18"
 #endif
