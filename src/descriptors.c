@@ -39,6 +39,7 @@
 #include "storage/bufpage.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 
 #include "bpext.h"
 #include "descriptors.h"
@@ -189,6 +190,32 @@ typedef struct DescriptorRow
 	PageFacts	facts;
 } DescriptorRow;
 
+/*
+ * The text datum for a page type name (one of classify_page's literals),
+ * made once per process: a million rows need not mean a million pallocs.
+ */
+static Datum
+page_type_datum(const char *type)
+{
+	static struct
+	{
+		const char *name;
+		Datum		datum;
+	}			cache[32];
+	static int	ncached = 0;
+	int			i;
+	MemoryContext old;
+
+	for (i = 0; i < ncached; i++)
+		if (cache[i].name == type)
+			return cache[i].datum;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	cache[ncached].name = type;
+	cache[ncached].datum = CStringGetTextDatum(type);
+	MemoryContextSwitchTo(old);
+	return cache[ncached++].datum;
+}
+
 static void
 put_row(ReturnSetInfo *rsinfo, const DescriptorRow *row)
 {
@@ -205,7 +232,7 @@ put_row(ReturnSetInfo *rsinfo, const DescriptorRow *row)
 		nulls[i++] = true;
 	values[i++] = ObjectIdGetDatum(BPEXT_RELFILE_NUMBER(row->rfile));	/* allocation_unit_id */
 	if (row->has_facts)			/* page_type */
-		values[i++] = CStringGetTextDatum(row->facts.type);
+		values[i++] = page_type_datum(row->facts.type);
 	else
 		nulls[i++] = true;
 	if (row->has_facts && row->facts.row_count >= 0)	/* row_count */
