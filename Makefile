@@ -40,6 +40,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies: rebuild everything when a header
+# changes, or objects built against different struct layouts get mixed.
+$(OBJS): $(wildcard $(srcdir)/src/*.h)
+
 # After the include: Makefile.global resets PROVE_FLAGS.
 PROVE_FLAGS = -I $(srcdir)/test/perl
 
