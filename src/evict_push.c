@@ -22,6 +22,10 @@
  *	   few pwritev calls as the slots allow and publish the pages whose
  *	   tickets still hold.
  *
+ * Each round looks only at buffers that entered the window since the last
+ * round (positions are counted in clock passes since startup), so a server
+ * that evicts nothing costs the worker nothing but a look at the hand.
+ *
  * The copy of a clean buffer equals its data file's image, except that the
  * in-memory pd_checksum is stale (it is computed only when the page is
  * written), so it is recomputed on the copy when checksums are on.  Hint
@@ -147,9 +151,13 @@ bpext_push_abandon(void)
 int
 bpext_push_round(void)
 {
+	static uint64 scanned_until = 0;
 	uint32		complete_passes;
 	int			hand;
 	int			lookahead;
+	uint64		window_start;
+	uint64		window_end;
+	uint64		pos;
 	int			ncand = 0;
 	int			published = 0;
 	int			i;
@@ -172,10 +180,22 @@ bpext_push_round(void)
 		candidates_capacity = lookahead;
 	}
 
+	/*
+	 * Look only at buffers not examined in an earlier round: the window is
+	 * [hand, hand + lookahead) in clock positions counted since startup,
+	 * less what an earlier window already covered.  When the hand has not
+	 * moved (nothing is being evicted) there is nothing to do at all.
+	 */
 	hand = StrategySyncStart(&complete_passes, NULL);
-	for (i = 0; i < lookahead; i++)
+	window_start = (uint64) complete_passes * NBuffers + hand;
+	window_end = window_start + lookahead;
+	if (scanned_until > window_start)
+		window_start = Min(scanned_until, window_end);
+	scanned_until = window_end;
+
+	for (pos = window_start; pos < window_end; pos++)
 	{
-		int			buf_id = (hand + i) % NBuffers;
+		int			buf_id = (int) (pos % NBuffers);
 		BufferDesc *desc = GetBufferDescriptor(buf_id);
 		uint32		buf_state;
 

@@ -56,7 +56,6 @@ PG_FUNCTION_INFO_V1(bpext_disable);
 PG_FUNCTION_INFO_V1(bpext_resize);
 
 #define PREWARM_BATCH_PAGES		64
-#define PREWARM_PREFETCH_PAGES	64
 #define APPLY_TIMEOUT_MS		30000
 
 void
@@ -303,18 +302,12 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 			const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(RelationGetSmgr(rel));
 			char	   *page;
 
+			/*
+			 * Reads are in block order, so the kernel's readahead turns them
+			 * into large requests; an explicit prefetch per block would
+			 * only cost one request per page.
+			 */
 			CHECK_FOR_INTERRUPTS();
-
-			/* Keep the data disk busy with reads ahead of us. */
-			if (block % PREWARM_PREFETCH_PAGES == 0)
-			{
-				BlockNumber ahead;
-
-				for (ahead = block + PREWARM_PREFETCH_PAGES;
-					 ahead < Min(nblocks, block + 2 * PREWARM_PREFETCH_PAGES);
-					 ahead++)
-					smgrprefetch(RelationGetSmgr(rel), fork, ahead);
-			}
 
 			if (tier_map_contains(rfile, fork, block))
 				continue;
