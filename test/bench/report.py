@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""Tables, derived figures and charts for one bpext benchmark run.
+
+    report.py RESULTS_DIR
+
+Reads RESULTS_DIR/params.json, RESULTS_DIR/manifest.jsonl (written by run.sh)
+and the pgbench logs under RESULTS_DIR/runs/; writes results.md, results.csv,
+runs.csv, derived.txt, tps.png and timeline.png into RESULTS_DIR and prints
+the tables and derived figures.  Charts are skipped when matplotlib is
+missing.
+"""
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+CONFIG_ORDER = ["A", "B", "C", "D", "E0", "E"]
+CONFIG_LABEL = {
+    "A": "A no tier",
+    "B": "B bpext tier",
+    "C": "C fast disk",
+    "D": "D big shared_buffers",
+    "E0": "E0 fits in RAM, no bpext",
+    "E": "E fits in RAM, bpext on",
+}
+WORKLOAD_LABEL = {
+    "select": "select-only (-S)",
+    "skew": "skewed select",
+    "scan": "sequential scan",
+    "tpcb": "TPC-B",
+}
+COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c", "D": "#9467bd",
+          "E0": "#7f7f7f", "E": "#17becf"}
+
+
+def parse_log(path):
+    """Final figures and the per-second progress of one pgbench log."""
+    out = {"tps": None, "latency_ms": None, "transactions": None, "failed": None,
+           "progress": []}
+    try:
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+) ms", line)
+                if m:
+                    out["progress"].append((float(m.group(1)), float(m.group(2)),
+                                            float(m.group(3))))
+                    continue
+                m = re.match(r"tps = ([\d.]+)", line)
+                if m:
+                    out["tps"] = float(m.group(1))
+                m = re.match(r"latency average = ([\d.]+) ms", line)
+                if m:
+                    out["latency_ms"] = float(m.group(1))
+                m = re.match(r"number of transactions actually processed: (\d+)", line)
+                if m:
+                    out["transactions"] = int(m.group(1))
+                m = re.match(r"number of failed transactions: (\d+)", line)
+                if m:
+                    out["failed"] = int(m.group(1))
+    except OSError:
+        pass
+    return out
+
+
+def delta(after, before, key):
+    if not after or not before or after.get(key) is None or before.get(key) is None:
+        return None
+    return after[key] - before[key]
+
+
+def ratio(a, b):
+    if a is None or b in (None, 0):
+        return None
+    return a / b
+
+
+def fmt(v, digits=0, suffix=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and digits == 0 and abs(v) < 10:
+        digits = 2 if abs(v) < 1 else 1
+    return f"{v:,.{digits}f}{suffix}"
+
+
+def main():
+    res = sys.argv[1]
+    params = json.load(open(os.path.join(res, "params.json")))
+    entries = [json.loads(line) for line in open(os.path.join(res, "manifest.jsonl"))
+               if line.strip()]
+    runs = [e for e in entries if e["kind"] == "run"]
+    prewarms = [e for e in entries if e["kind"] == "prewarm"]
+    tiers = {e["config"]: e for e in entries if e["kind"] == "tier"}
+    memory = {}
+    for e in entries:
+        if e["kind"] == "memory":
+            memory.setdefault(e["config"], []).append(e["memory"])
+
+    slow_configs = {"A", "B", "D"}
+    for r in runs:
+        r.update(parse_log(os.path.join(res, r["log"])))
+        secs = r["t1"] - r["t0"]
+        r["wall"] = secs
+        if r["config"] in slow_configs:
+            r["disk_rps"] = delta(r["dev_after"], r["dev_before"], "reads") / secs
+            r["disk_wps"] = delta(r["dev_after"], r["dev_before"], "writes") / secs
+        else:
+            r["disk_rps"] = r["disk_wps"] = None
+        reads = delta(r["db_after"], r["db_before"], "blks_read")
+        read_ms = delta(r["db_after"], r["db_before"], "blk_read_time")
+        r["sb_misses_per_txn"] = ratio(reads, r["transactions"])
+        r["read_latency_us"] = ratio(read_ms * 1000 if read_ms is not None else None, reads)
+        b0, b1 = r.get("bpext_before"), r.get("bpext_after")
+        r["tier_reads"] = delta(b1, b0, "extension_page_reads")
+        r["tier_writes"] = delta(b1, b0, "extension_page_writes")
+        r["tier_hit_pct"] = ratio(None if delta(b1, b0, "hits") is None else
+                                  100.0 * delta(b1, b0, "hits"), delta(b1, b0, "lookups"))
+        tr_ms = delta(b1, b0, "read_time_ms")
+        r["tier_read_us"] = ratio(tr_ms * 1000 if tr_ms is not None else None, r["tier_reads"])
+        r["tier_reads_ps"] = ratio(r["tier_reads"], secs)
+        r["tier_writes_ps"] = ratio(r["tier_writes"], secs)
+        r["tier_pushed"] = delta(b1, b0, "pages_pushed")
+        r["tier_dual_written"] = delta(b1, b0, "pages_dual_written")
+        r["tier_evictions"] = delta(b1, b0, "extension_page_evictions")
+
+    workloads = [w for w in params["workloads"].split(",")]
+    overhead_workloads = [w for w in params["overhead_workloads"].split(",")]
+    all_workloads = workloads + [w for w in overhead_workloads if w not in workloads]
+
+    # Throughput per configuration and workload: measured runs only (tag
+    # "main"; E and E0: the mean over their rounds).
+    tps = {}
+    lat = {}
+    for w in all_workloads:
+        for c in CONFIG_ORDER:
+            sel = [r for r in runs if r["config"] == c and r["workload"] == w
+                   and r["tag"] != "cold" and r["tps"] is not None]
+            if sel:
+                tps[(c, w)] = statistics.mean(r["tps"] for r in sel)
+                lat[(c, w)] = statistics.mean(r["latency_ms"] for r in sel
+                                              if r["latency_ms"] is not None)
+    present = [c for c in CONFIG_ORDER if any((c, w) in tps for w in all_workloads)]
+
+    lines = []
+    p = params
+    lines.append("# bpext benchmark results\n")
+    lines.append(f"Command: `{p['command']}`  ")
+    lines.append(f"Started {p['started']} on {p['host']} ({p['cpus']} CPUs, "
+                 f"{p['mem_total_kb'] // 1024} MB RAM, kernel {p['kernel']}, cgroup {p['cgroup']}), "
+                 f"{p['postgres']}, bpext {p['bpext_commit']}.  ")
+    lines.append(f"pgbench scale {p['scale']} (database {p['db_bytes'] // 1048576} MB, "
+                 f"pgbench_accounts {p['accounts_bytes'] // 1048576} MB + pkey "
+                 f"{p['accounts_pkey_bytes'] // 1048576} MB), {p['clients']} clients "
+                 f"({p['scan_clients']} for scan), {p['threads']} threads, -M {p['protocol']}, "
+                 f"{p['duration']} s per run ({p['overhead_duration']} s x {p['rounds']} rounds for E/E0).  ")
+    lines.append(f"Slow disk: {p['read_iops']} read / {p['write_iops']} write IOPS"
+                 f"{', %d MB/s' % p['mbps'] if p['mbps'] else ''}, read_ahead_kb {p['readahead_kb']}. "
+                 f"RAM budget {p['ram_mb']} MB with shared_buffers {p['shared_buffers_mb']} MB "
+                 f"(D/E/E0: {p['big_ram_mb']} MB with {p['big_shared_buffers_mb']} MB). "
+                 f"Tier {p['tier_size_mb']} MB, admission {p['admission']}, "
+                 f"write_policy {p['write_policy']}, direct_io {p.get('direct_io', 'on')}. Skew: {p['skew']}.\n")
+
+    # -- the main table
+    lines.append("## Throughput (TPS)\n")
+    head = ["workload"] + [CONFIG_LABEL[c] for c in present]
+    extra = []
+    if "B" in present and "A" in present:
+        extra.append("B/A")
+    if "B" in present and "C" in present:
+        extra.append("B/C")
+    if "B" in present and "D" in present:
+        extra.append("B/D")
+    if "E" in present and "E0" in present:
+        extra.append("E overhead")
+    lines.append("| " + " | ".join(head + extra) + " |")
+    lines.append("|" + "---|" * (len(head) + len(extra)))
+    csv_rows = []
+    for w in all_workloads:
+        row = [WORKLOAD_LABEL[w]]
+        for c in present:
+            row.append(fmt(tps.get((c, w)), 1 if (tps.get((c, w)) or 0) < 100 else 0))
+            if (c, w) in tps:
+                csv_rows.append({"workload": w, "config": c, "tps": round(tps[(c, w)], 3),
+                                 "latency_ms": round(lat.get((c, w)) or 0, 3)})
+        if "B/A" in extra:
+            row.append(fmt(ratio(tps.get(("B", w)), tps.get(("A", w))), 2, "x"))
+        if "B/C" in extra:
+            row.append(fmt(ratio(tps.get(("B", w)), tps.get(("C", w))), 2))
+        if "B/D" in extra:
+            row.append(fmt(ratio(tps.get(("B", w)), tps.get(("D", w))), 2))
+        if "E overhead" in extra:
+            e, e0 = tps.get(("E", w)), tps.get(("E0", w))
+            row.append(fmt(None if e is None or e0 is None else 100.0 * (e0 - e) / e0, 1, "%"))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+
+    # -- per-run detail
+    lines.append("## Runs\n")
+    lines.append("| config | workload | run | TPS | latency ms | data disk r/s | w/s | "
+                 "shared-buffer misses/txn | read latency us | tier hit % | tier reads/s | "
+                 "tier writes/s | tier read us | load |")
+    lines.append("|" + "---|" * 14)
+    ordered = sorted(runs, key=lambda r: r["t0"])
+    for r in ordered:
+        lines.append("| " + " | ".join([
+            r["config"], r["workload"], r["tag"], fmt(r["tps"], 1), fmt(r["latency_ms"], 2),
+            fmt(r["disk_rps"]), fmt(r["disk_wps"]), fmt(r["sb_misses_per_txn"], 2),
+            fmt(r["read_latency_us"]), fmt(r["tier_hit_pct"], 1), fmt(r["tier_reads_ps"]),
+            fmt(r["tier_writes_ps"]), fmt(r["tier_read_us"]), r["load"].split()[0]]) + " |")
+    lines.append("")
+
+    # -- warm-ups
+    if prewarms:
+        lines.append("## Warm-up before the measured runs\n")
+        lines.append("| config | function | relation | pages | MB | seconds | MB/s | data disk r/s |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for e in prewarms:
+            mb = e["pages"] * 8192 / 1048576
+            rps = delta(e["dev_after"], e["dev_before"], "reads") / max(e["seconds"], 1e-3)
+            fn = e["function"] + (f" ({e['mode']})" if e["mode"] else "")
+            lines.append(f"| {e['config']} | {fn} | {e['relation']} | {e['pages']} | {mb:,.0f} | "
+                         f"{e['seconds']:.1f} | {mb / max(e['seconds'], 1e-3):,.0f} | "
+                         f"{fmt(rps) if e['config'] in slow_configs else '-'} |")
+        lines.append("")
+
+    # -- derived figures and targets
+    derived = []
+    targets = []
+
+    def target(name, value, goal, ok):
+        targets.append((name, value, goal, "met" if ok else ("missed" if ok is not None else "n/a")))
+
+    for w in all_workloads:
+        ba = ratio(tps.get(("B", w)), tps.get(("A", w)))
+        bc = ratio(tps.get(("B", w)), tps.get(("C", w)))
+        if ba is not None:
+            derived.append(f"B/A {WORKLOAD_LABEL[w]}: {ba:.2f}x speed-up "
+                           f"({tps[('A', w)]:,.0f} -> {tps[('B', w)]:,.0f} TPS)")
+        if bc is not None:
+            derived.append(f"B/C {WORKLOAD_LABEL[w]}: {bc:.2f} of the SSD ceiling "
+                           f"({tps[('C', w)]:,.0f} TPS)")
+    if ratio(tps.get(("B", "select")), tps.get(("A", "select"))) is not None:
+        v = tps[("B", "select")] / tps[("A", "select")]
+        target("B/A select-only", f"{v:.2f}x", ">= 10x", v >= 10)
+    for w in ("select", "tpcb"):
+        v = ratio(tps.get(("B", w)), tps.get(("C", w)))
+        if v is not None:
+            target(f"B/C {WORKLOAD_LABEL[w]}", f"{v:.2f}", ">= 0.9", v >= 0.9)
+    for w in ("select",):
+        for c, goal in (("A", "~600"), ("C", "~17,000")):
+            if (c, w) in tps:
+                target(f"{c} select-only TPS", f"{tps[(c, w)]:,.0f}", goal, None)
+
+    for w in overhead_workloads:
+        e_runs = {r["tag"]: r["tps"] for r in runs if r["config"] == "E" and r["workload"] == w}
+        e0_runs = {r["tag"]: r["tps"] for r in runs if r["config"] == "E0" and r["workload"] == w}
+        pairs = [(e0_runs[t], e_runs[t]) for t in sorted(e_runs) if t in e0_runs
+                 and e_runs[t] and e0_runs[t]]
+        if pairs:
+            e0m = statistics.mean(p[0] for p in pairs)
+            em = statistics.mean(p[1] for p in pairs)
+            ov = 100.0 * (e0m - em) / e0m
+            per_round = ", ".join(f"{100.0 * (a - b) / a:+.1f}%" for a, b in pairs)
+            spread = ""
+            if len(pairs) > 1:
+                sd0 = statistics.pstdev(p[0] for p in pairs) / e0m * 100
+                spread = f"; E0 run-to-run spread {sd0:.1f}%"
+            derived.append(f"E overhead {WORKLOAD_LABEL[w]}: {ov:+.1f}% "
+                           f"(E0 {e0m:,.0f} vs E {em:,.0f} TPS; per round {per_round}{spread})")
+            target(f"E overhead {WORKLOAD_LABEL[w]}", f"{ov:+.1f}%", "<= 2%", ov <= 2.0)
+
+    for c, t in tiers.items():
+        conf = t.get("configuration") or {}
+        st = t.get("stats") or {}
+        mbpp = conf.get("map_bytes_per_page")
+        derived.append(f"{c}: shared memory per tier page (map_bytes_per_page): {mbpp} bytes; "
+                       f"tier {conf.get('allocated_pages')} pages allocated, state "
+                       f"{conf.get('state_description')}"
+                       + (f", last error: {conf['last_error']}" if conf.get("last_error") else ""))
+        if c == "B" and mbpp is not None:
+            target("shared memory per tier page", f"{mbpp} bytes", "<= 40 bytes", mbpp <= 40)
+        if st:
+            derived.append(
+                f"{c}: since its last server start: {st['extension_page_writes']:,} pages written to the tier "
+                f"({st['pages_prewarmed']:,} prewarm, {st['pages_pushed']:,} pushed at eviction, "
+                f"{st['pages_dual_written']:,} dual-written, {st['pages_read_admitted']:,} "
+                f"read-admitted), {st['extension_page_reads']:,} served; write amplification "
+                f"{fmt(ratio(st['extension_page_writes'], st['extension_page_reads']), 2)}; "
+                f"{st['invalidations']:,} invalidations, {st['publish_races']:,} publish races, "
+                f"{st['extension_page_evictions']:,} evictions, {st['crc_failures']} CRC failures, "
+                f"{st['io_errors']} I/O errors")
+    b_runs = [r for r in runs if r["config"] == "B" and r["tag"] == "main"]
+    if b_runs:
+        w_sum = sum(r["tier_writes"] or 0 for r in b_runs)
+        r_sum = sum(r["tier_reads"] or 0 for r in b_runs)
+        derived.append(f"B: tier write amplification in the measured runs (extension_page_writes / "
+                       f"extension_page_reads): {fmt(ratio(w_sum, r_sum), 3)} "
+                       f"({w_sum:,} written / {r_sum:,} served)")
+        for r in b_runs:
+            derived.append(f"B {WORKLOAD_LABEL[r['workload']]}: write amplification "
+                           f"{fmt(ratio(r['tier_writes'], r['tier_reads']), 3)}, tier hit "
+                           f"{fmt(r['tier_hit_pct'], 1)}%, tier read {fmt(r['tier_read_us'])} us, "
+                           f"{fmt(r['tier_reads_ps'])} tier reads/s, data disk "
+                           f"{fmt(r['disk_rps'])} r/s {fmt(r['disk_wps'])} w/s, "
+                           f"{fmt(r['tier_pushed'])} pushed, {fmt(r['tier_dual_written'])} dual-written, "
+                           f"{fmt(r['tier_evictions'])} tier evictions")
+    for e in prewarms:
+        if e["function"] == "bpext_prewarm":
+            mb = e["pages"] * 8192 / 1048576
+            derived.append(f"{e['config']}: bpext_prewarm({e['relation']}): {e['pages']:,} pages "
+                           f"({mb:,.0f} MB) in {e['seconds']:.1f} s ({mb / max(e['seconds'], 1e-3):,.0f} MB/s)")
+            if e["relation"] == "pgbench_accounts":
+                target(f"bpext_prewarm pgbench_accounts ({mb:,.0f} MB)", f"{e['seconds']:.1f} s",
+                       "< 60 s", e["seconds"] < 60)
+    for c, mems in memory.items():
+        m = mems[-1]
+        if m.get("max_usage"):
+            derived.append(f"{c}: memory cgroup peak {m['max_usage'] / 1048576:,.0f} MB of "
+                           f"{int(m['limit']) / 1048576:,.0f} MB limit, limit hit {m['failcnt']} times")
+    cold = [r for r in runs if r["tag"] == "cold"]
+    for r in cold:
+        prog = r["progress"]
+        if prog:
+            n = max(1, len(prog) // 4)
+            first = statistics.mean(x[1] for x in prog[:n])
+            last = statistics.mean(x[1] for x in prog[-n:])
+            derived.append(f"{r['config']} cold start select-only: {first:,.0f} TPS in the first "
+                           f"quarter, {last:,.0f} in the last ({r['tps'] or 0:,.0f} overall)")
+
+    for e in entries:
+        if e["kind"] == "failure":
+            derived.append(f"{e['config']}: FAILED: {e['what']} (see logs/server-{e['config']}.log)")
+    lines.append("## Derived figures\n")
+    lines += [f"* {d}" for d in derived]
+    lines.append("")
+    if targets:
+        lines.append("## Targets (benchmark figures, not assertions)\n")
+        lines.append("| figure | value | target | |")
+        lines.append("|---|---|---|---|")
+        for t in targets:
+            lines.append(f"| {t[0]} | {t[1]} | {t[2]} | {t[3]} |")
+        lines.append("")
+
+    md = "\n".join(lines)
+    open(os.path.join(res, "results.md"), "w").write(md)
+    open(os.path.join(res, "derived.txt"), "w").write("\n".join(derived) + "\n")
+
+    with open(os.path.join(res, "results.csv"), "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=["workload", "config", "tps", "latency_ms"])
+        wr.writeheader()
+        wr.writerows(csv_rows)
+    fields = ["config", "workload", "tag", "clients", "seconds", "tps", "latency_ms",
+              "transactions", "failed", "disk_rps", "disk_wps", "sb_misses_per_txn",
+              "read_latency_us", "tier_hit_pct", "tier_reads", "tier_writes", "tier_read_us",
+              "tier_pushed", "tier_dual_written", "tier_evictions", "mem_usage", "load", "status"]
+    with open(os.path.join(res, "runs.csv"), "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        wr.writeheader()
+        for r in ordered:
+            wr.writerow({k: (round(v, 3) if isinstance(v, float) else v)
+                         for k, v in r.items() if k in fields})
+
+    charts(res, runs, tps, present, all_workloads)
+    print(md)
+
+
+def charts(res, runs, tps, present, workloads):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no matplotlib: no charts)")
+        return
+
+    # Throughput per configuration, grouped by workload, log scale.
+    fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 4.6), squeeze=False)
+    for ax, w in zip(axes[0], workloads):
+        cs = [c for c in present if (c, w) in tps]
+        vals = [tps[(c, w)] for c in cs]
+        bars = ax.bar(range(len(cs)), vals, color=[COLORS[c] for c in cs])
+        ax.set_xticks(range(len(cs)))
+        ax.set_xticklabels(cs)
+        ax.set_yscale("log")
+        if vals:
+            ax.set_ylim(bottom=10 ** math.floor(math.log10(max(min(vals), 1e-3))),
+                        top=max(vals) * 2)
+        ax.set_title(WORKLOAD_LABEL[w])
+        ax.set_ylabel("TPS (log scale)")
+        for b, v in zip(bars, vals):
+            ax.annotate(f"{v:,.0f}" if v >= 10 else f"{v:.2f}",
+                        (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
+        ax.grid(axis="y", which="both", alpha=0.3)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[c]) for c in present]
+    fig.legend(handles, [CONFIG_LABEL[c] for c in present], loc="lower center",
+               ncol=min(6, len(present)), fontsize=8)
+    fig.suptitle("Throughput per configuration")
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(os.path.join(res, "tps.png"), dpi=110)
+    plt.close(fig)
+
+    # Throughput over time: one panel per workload (each configuration's
+    # measured run; E/E0 their first round), and the cold starts of A and B.
+    panels = [(w, "main") for w in workloads]
+    if any(r["tag"] == "cold" for r in runs):
+        panels.insert(0, ("select", "cold"))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.8 * len(panels)), squeeze=False)
+    for ax, (w, tag) in zip(axes[:, 0], panels):
+        drawn = []
+        for c in CONFIG_ORDER:
+            sel = [r for r in runs if r["config"] == c and r["workload"] == w and
+                   (r["tag"] == tag or (tag == "main" and c in ("E", "E0") and r["tag"] == "r1"))]
+            if not sel or not sel[0]["progress"]:
+                continue
+            xs = [x[0] for x in sel[0]["progress"]]
+            ys = [x[1] for x in sel[0]["progress"]]
+            if w == "scan":   # a scan takes seconds: a 5 s moving average
+                ys = [statistics.mean(ys[max(0, i - 4):i + 1]) for i in range(len(ys))]
+            drawn.extend(y for y in ys if y > 0)
+            ax.plot(xs, ys, label=CONFIG_LABEL[c], color=COLORS[c], linewidth=1.2)
+        title = WORKLOAD_LABEL[w] + (" from a cold start (B: tier empty, no prewarm)"
+                                     if tag == "cold" else " after warm-up")
+        if w == "scan":
+            title += " (5 s moving average)"
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel("TPS")
+        if drawn and max(drawn) / max(min(drawn), 1e-9) > 20:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", ncol=3)
+    axes[-1, 0].set_xlabel("seconds into the run")
+    fig.tight_layout()
+    fig.savefig(os.path.join(res, "timeline.png"), dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()

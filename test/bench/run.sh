@@ -1,0 +1,773 @@
+#!/usr/bin/env bash
+# bpext benchmark harness: pgbench on emulated slow storage with a small RAM
+# budget, with and without the tier, side by side.  See test/bench/README.md.
+#
+#   sudo test/bench/run.sh [options]        (or: sudo make bench BENCH_ARGS="...")
+#
+# Needs root (loop device, mount, cgroups, drop_caches) and the blkio+memory
+# controllers of cgroup v1 or the io+memory controllers of cgroup v2.
+# Everything it sets up (servers, loop device, mount, throttle rules, cgroups,
+# work directory) is torn down at exit, also on failure and on Ctrl-C.
+set -Eeuo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+ORIG_ARGS=("$@")
+
+# ---------------------------------------------------------------- defaults
+SCALE=100               # pgbench scale (15 MB each)
+CLIENTS=8               # pgbench clients for select/skew/tpcb
+THREADS=2               # pgbench threads
+SCAN_CLIENTS=2          # clients of the scan workload (each scan is parallel)
+DURATION=25             # seconds per measured run
+COLD_SECONDS=15         # select-only from a cold start in A and B (0: skip)
+OVERHEAD_DURATION=15    # seconds per E/E0 run
+ROUNDS=2                # E0/E rounds, ABBA order
+IOPS=1000               # read and write IOPS of the slow data disk
+READ_IOPS=""            # override the read or write limit alone
+WRITE_IOPS=""
+MBPS=0                  # optional bandwidth limit of the slow disk (0: none)
+READAHEAD_KB=128        # read_ahead_kb of the slow disk (loop devices default to more)
+RAM=640                 # MB: shared memory + page cache + processes of A, B, C
+SHARED_BUFFERS=128      # MB, A, B, C
+BIG_SB=auto             # MB, D, E, E0: large enough to hold the database
+TIER_SIZE=auto          # MB, B and E: large enough to hold the database
+ADMISSION=evict         # bpext.admission in B and E
+WRITE_POLICY=dual_write # bpext.write_policy in B and E
+DIRECT_IO=on            # bpext.direct_io in B and E
+CONFIGS=A,B,C,D,E
+WORKLOADS=select,skew,scan,tpcb
+OVERHEAD_WORKLOADS=select,tpcb
+SKEW=exponential:4      # exponential:P or zipfian:S over aid
+PROTOCOL=prepared
+PROGRESS_EVERY=5        # show every Nth 1-second progress line
+WORKDIR_PARENT=/var/tmp # fast local disk: tier file, C/E data, loop backing file
+RESULTS=""
+PORT=5499
+BUILD=1
+KEEP=0
+
+usage() {
+    cat <<EOF
+Usage: sudo $0 [options]
+
+Sizes are in MB unless they carry a unit (640MB, 2GB).
+
+  --scale N              pgbench scale factor (default $SCALE, about 15 MB each)
+  --clients N            clients for select/skew/tpcb (default $CLIENTS)
+  --threads N            pgbench threads (default $THREADS)
+  --scan-clients N       clients for the scan workload (default $SCAN_CLIENTS)
+  --duration S           seconds per measured run (default $DURATION)
+  --cold-seconds S       select-only from a cold start in A and B, 0 skips (default $COLD_SECONDS)
+  --overhead-duration S  seconds per E/E0 run (default $OVERHEAD_DURATION)
+  --rounds N             E0/E rounds, alternating ABBA (default $ROUNDS)
+  --iops N               read and write IOPS limit of the slow disk (default $IOPS)
+  --read-iops N, --write-iops N   set one of the two alone
+  --mbps N               also limit the slow disk's bandwidth (default $MBPS = none)
+  --readahead-kb N       read_ahead_kb of the slow disk (default $READAHEAD_KB)
+  --ram SIZE             memory cgroup limit of A, B, C (default ${RAM}MB)
+  --shared-buffers SIZE  shared_buffers of A, B, C (default ${SHARED_BUFFERS}MB)
+  --big-shared-buffers SIZE|auto  shared_buffers of D, E, E0 (default $BIG_SB: 1.2 x database)
+  --tier-size SIZE|auto  bpext.size of B and E (default $TIER_SIZE: 1.25 x database)
+  --admission evict|read bpext.admission in B and E (default $ADMISSION)
+  --write-policy P       bpext.write_policy in B and E (default $WRITE_POLICY)
+  --direct-io on|off     bpext.direct_io in B and E (default $DIRECT_IO)
+  --configs LIST         of A,B,C,D,E (E runs E and E0) (default $CONFIGS)
+  --workloads LIST       of select,skew,scan,tpcb, run in this order (default $WORKLOADS)
+  --overhead-workloads LIST  workloads of E/E0 (default $OVERHEAD_WORKLOADS)
+  --skew DIST:P          exponential:P or zipfian:S for the skew workload (default $SKEW)
+  --protocol P           pgbench -M (default $PROTOCOL)
+  --progress-every N     print every Nth per-second progress line (default $PROGRESS_EVERY)
+  --workdir-parent DIR   where the work directory goes, on the fast disk (default $WORKDIR_PARENT)
+  --results DIR          results directory (default test/bench/results/<timestamp>)
+  --port N               port (names the socket; servers listen on a private socket only)
+  --no-build             do not install dependencies, build and install bpext
+  --keep                 keep the work directory (data directories) at the end
+  -h, --help             this text
+
+Configurations:
+  A   no tier (bpext not loaded); data on the throttled disk; RAM budget
+  B   bpext tier on the fast disk; data on the throttled disk; RAM budget
+  C   data on the fast disk, unthrottled; RAM budget (the SSD ceiling)
+  D   shared_buffers holding everything; data on the throttled disk (the RAM ceiling)
+  E   bpext loaded, tier on, data fits in shared_buffers; E0 the same without bpext
+EOF
+}
+
+die() { echo "bench: $*" >&2; exit 1; }
+
+to_mb() {   # 640, 640MB, 2GB, 1.5GB, 512kB -> MB (integer)
+    local v=${1^^}
+    awk -v v="$v" 'BEGIN {
+        n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
+        if (u == "" || u == "MB" || u == "M") m = n;
+        else if (u == "GB" || u == "G") m = n * 1024;
+        else if (u == "TB" || u == "T") m = n * 1024 * 1024;
+        else if (u == "KB" || u == "K") m = n / 1024;
+        else { print "ERR"; exit }
+        printf "%d\n", m + 0.5 }'
+}
+size_arg() { local m; m=$(to_mb "$2"); [[ $m =~ ^[0-9]+$ ]] || die "$1: not a size: $2"; echo "$m"; }
+int_arg() { [[ $2 =~ ^[0-9]+$ ]] || die "$1: not a number: $2"; echo "$2"; }
+
+while [ $# -gt 0 ]; do
+    opt=$1; val=${2:-}
+    case $opt in
+        --scale) SCALE=$(int_arg "$opt" "$val"); shift ;;
+        --clients) CLIENTS=$(int_arg "$opt" "$val"); shift ;;
+        --threads) THREADS=$(int_arg "$opt" "$val"); shift ;;
+        --scan-clients) SCAN_CLIENTS=$(int_arg "$opt" "$val"); shift ;;
+        --duration) DURATION=$(int_arg "$opt" "$val"); shift ;;
+        --cold-seconds) COLD_SECONDS=$(int_arg "$opt" "$val"); shift ;;
+        --overhead-duration) OVERHEAD_DURATION=$(int_arg "$opt" "$val"); shift ;;
+        --rounds) ROUNDS=$(int_arg "$opt" "$val"); shift ;;
+        --iops) IOPS=$(int_arg "$opt" "$val"); shift ;;
+        --read-iops) READ_IOPS=$(int_arg "$opt" "$val"); shift ;;
+        --write-iops) WRITE_IOPS=$(int_arg "$opt" "$val"); shift ;;
+        --mbps) MBPS=$(int_arg "$opt" "$val"); shift ;;
+        --readahead-kb) READAHEAD_KB=$(int_arg "$opt" "$val"); shift ;;
+        --ram) RAM=$(size_arg "$opt" "$val"); shift ;;
+        --shared-buffers) SHARED_BUFFERS=$(size_arg "$opt" "$val"); shift ;;
+        --big-shared-buffers) [ "$val" = auto ] && BIG_SB=auto || BIG_SB=$(size_arg "$opt" "$val"); shift ;;
+        --tier-size) [ "$val" = auto ] && TIER_SIZE=auto || TIER_SIZE=$(size_arg "$opt" "$val"); shift ;;
+        --admission) ADMISSION=$val; shift ;;
+        --write-policy) WRITE_POLICY=$val; shift ;;
+        --direct-io) DIRECT_IO=$val; shift ;;
+        --configs) CONFIGS=${val^^}; shift ;;
+        --workloads) WORKLOADS=$val; shift ;;
+        --overhead-workloads) OVERHEAD_WORKLOADS=$val; shift ;;
+        --skew) SKEW=$val; shift ;;
+        --protocol) PROTOCOL=$val; shift ;;
+        --progress-every) PROGRESS_EVERY=$(int_arg "$opt" "$val"); shift ;;
+        --workdir-parent) WORKDIR_PARENT=$val; shift ;;
+        --results) RESULTS=$val; shift ;;
+        --port) PORT=$(int_arg "$opt" "$val"); shift ;;
+        --no-build) BUILD=0 ;;
+        --keep) KEEP=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown option: $opt" ;;
+    esac
+    shift
+done
+READ_IOPS=${READ_IOPS:-$IOPS}
+WRITE_IOPS=${WRITE_IOPS:-$IOPS}
+
+has() { [[ ",$1," == *",$2,"* ]]; }
+for c in ${CONFIGS//,/ }; do [[ $c =~ ^(A|B|C|D|E)$ ]] || die "--configs: unknown configuration $c"; done
+for w in ${WORKLOADS//,/ } ${OVERHEAD_WORKLOADS//,/ }; do
+    [[ $w =~ ^(select|skew|scan|tpcb)$ ]] || die "unknown workload $w"
+done
+[[ $ADMISSION =~ ^(evict|read)$ ]] || die "--admission: evict or read"
+[[ $WRITE_POLICY =~ ^(dual_write|invalidate)$ ]] || die "--write-policy: dual_write or invalidate"
+[[ $DIRECT_IO =~ ^(on|off)$ ]] || die "--direct-io: on or off"
+[[ $SKEW =~ ^(exponential|zipfian):[0-9.]+$ ]] || die "--skew: exponential:P or zipfian:S"
+[ "$SCALE" -ge 1 ] && [ "$CLIENTS" -ge 1 ] && [ "$DURATION" -ge 1 ] || die "scale, clients and duration must be positive"
+[ "$READ_IOPS" -ge 1 ] && [ "$WRITE_IOPS" -ge 1 ] || die "IOPS limits must be positive"
+[ "$RAM" -gt $((SHARED_BUFFERS + 64)) ] || die "--ram ${RAM}MB leaves nothing beside shared_buffers ${SHARED_BUFFERS}MB"
+
+# ---------------------------------------------------------------- what it needs
+need_msg() {
+    cat >&2 <<EOF
+bench: $1
+
+This harness emulates a slow data disk and a small RAM budget honestly, which
+needs root on Linux with:
+  * loop devices (losetup --direct-io, mkfs.ext4, mount),
+  * cgroup v1 with the blkio and memory controllers mounted under
+    /sys/fs/cgroup/blkio and /sys/fs/cgroup/memory (blkio.throttle.*_iops_device,
+    memory.limit_in_bytes), or cgroup v2 at /sys/fs/cgroup with the io and
+    memory controllers available (io.max, memory.max),
+  * write access to /proc/sys/vm/drop_caches,
+  * PostgreSQL 15 in $PGBIN and a 'postgres' user.
+Run it as root (sudo make bench) on a machine or VM that has these; inside an
+unprivileged container it cannot work.
+EOF
+    exit 2
+}
+[ "$(id -u)" -eq 0 ] || need_msg "must run as root (it creates a loop device, mounts it, and sets up cgroups)"
+[ "$(uname -s)" = Linux ] || need_msg "Linux only"
+for t in losetup mkfs.ext4 mount umount runuser fallocate awk; do
+    command -v "$t" >/dev/null || need_msg "missing tool: $t"
+done
+[ -w /proc/sys/vm/drop_caches ] || need_msg "/proc/sys/vm/drop_caches is not writable"
+if [ -e /sys/fs/cgroup/blkio/blkio.throttle.read_iops_device ] &&
+   [ -e /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+    CG_MODE=v1
+elif [ -f /sys/fs/cgroup/cgroup.controllers ] &&
+     grep -qw io /sys/fs/cgroup/cgroup.controllers &&
+     grep -qw memory /sys/fs/cgroup/cgroup.controllers; then
+    CG_MODE=v2
+else
+    need_msg "neither cgroup v1 blkio+memory nor cgroup v2 io+memory controllers are available"
+fi
+losetup --help 2>&1 | grep -q -- --direct-io || need_msg "losetup has no --direct-io (util-linux too old)"
+
+# ---------------------------------------------------------------- results, logging
+STAMP=$(date +%Y%m%d-%H%M%S)
+RESULTS=${RESULTS:-$HERE/results/$STAMP}
+mkdir -p "$RESULTS/runs" "$RESULTS/logs"
+RESULTS=$(cd "$RESULTS" && pwd)
+MANIFEST=$RESULTS/manifest.jsonl
+: > "$MANIFEST"
+# tee -i: a Ctrl-C must not kill the logger before the cleanup has printed.
+exec > >(tee -ia "$RESULTS/run.log") 2>&1
+START_EPOCH=$(date +%s)
+
+elapsed() { local s=$(( $(date +%s) - START_EPOCH )); printf '%02d:%02d' $((s / 60)) $((s % 60)); }
+say() { printf '[%s] %s\n' "$(elapsed)" "$*"; }
+phase() { printf '[%s] == %s\n' "$(elapsed)" "$*"; }
+now() { date +%s.%N; }
+secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+emit() { printf '%s\n' "$1" >> "$MANIFEST"; }   # one JSON object per line
+jstr() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
+
+# ---------------------------------------------------------------- state for cleanup
+WORK=""
+LOOP=""
+MAJMIN=""
+MNT=""
+THROTTLED=0
+CG2_SUBTREE_ADDED=""
+declare -a CGROUPS=()       # cgroup directories we created
+declare -a STARTED=()       # data directories of servers we started
+CLEANED=0
+REPORTED=0
+PY=python3
+CUR_PGB=""
+
+as_pg() { runuser -u postgres -- "$@"; }
+
+server_pid() { [ -f "$1/postmaster.pid" ] && head -n 1 "$1/postmaster.pid" || true; }
+
+stop_server() {   # data-dir [fast|immediate]
+    local data=$1 mode=${2:-fast} pid
+    pid=$(server_pid "$data")
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    as_pg "$PGBIN/pg_ctl" -D "$data" -m "$mode" -w -t 120 stop >/dev/null 2>&1 ||
+        as_pg "$PGBIN/pg_ctl" -D "$data" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null || true
+        sleep 1
+    fi
+}
+
+cg_kill_members() {   # processes left in a cgroup we created are our servers' processes
+    local cg=$1 p
+    [ -f "$cg/cgroup.procs" ] || return 0
+    for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+}
+
+cg_remove() {
+    local cg=$1 i
+    [ -d "$cg" ] || return 0
+    cg_kill_members "$cg"
+    [ "$CG_MODE" = v1 ] && echo 0 > "$cg/memory.force_empty" 2>/dev/null || true
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        rmdir "$cg" 2>/dev/null && return 0
+        cg_kill_members "$cg"; sleep 0.5
+    done
+    echo "bench: could not remove cgroup $cg" >&2
+}
+
+throttle_set() {   # read-iops write-iops (0 0 removes)
+    [ -n "$MAJMIN" ] || return 0
+    if [ "$CG_MODE" = v1 ]; then
+        local b=/sys/fs/cgroup/blkio bps=0
+        echo "$MAJMIN $1" > $b/blkio.throttle.read_iops_device
+        echo "$MAJMIN $2" > $b/blkio.throttle.write_iops_device
+        if [ "$MBPS" -gt 0 ] || [ "$1" -eq 0 ]; then
+            [ "$1" -gt 0 ] && bps=$((MBPS * 1024 * 1024))
+            echo "$MAJMIN $bps" > $b/blkio.throttle.read_bps_device
+            echo "$MAJMIN $bps" > $b/blkio.throttle.write_bps_device
+        fi
+    fi
+    # v2: the limit is io.max of each configuration's cgroup (cg_create).
+}
+throttle_on() { throttle_set "$READ_IOPS" "$WRITE_IOPS"; THROTTLED=1; }
+throttle_off() { throttle_set 0 0; THROTTLED=0; }
+
+cleanup() {
+    local rc=$?
+    [ "$CLEANED" = 1 ] && return 0
+    CLEANED=1
+    trap '' INT TERM HUP PIPE
+    set +e
+    echo
+    say "cleaning up (exit status $rc)"
+    local d cg
+    [ -n "$CUR_PGB" ] && kill "$CUR_PGB" 2>/dev/null
+    for d in "${STARTED[@]}"; do stop_server "$d" immediate; done
+    for cg in "${CGROUPS[@]}"; do cg_remove "$cg"; done
+    if [ -n "$WORK" ] && [ -d "$WORK/logs" ]; then
+        cp -f "$WORK"/logs/* "$RESULTS/logs/" 2>/dev/null
+    fi
+    [ "$THROTTLED" = 1 ] && throttle_off
+    if [ -n "$MNT" ] && mountpoint -q "$MNT"; then
+        umount "$MNT" 2>/dev/null || { sleep 2; umount "$MNT" 2>/dev/null; } || umount -l "$MNT"
+    fi
+    if [ -n "$LOOP" ]; then
+        losetup -d "$LOOP" 2>/dev/null || { sleep 2; losetup -d "$LOOP"; }
+    fi
+    # A run cut short still gets a report of what it measured.
+    if [ "$REPORTED" = 0 ] && [ -s "${MANIFEST:-/nonexistent}" ] && grep -q '"kind":"run"' "$MANIFEST"; then
+        say "report of the runs completed so far"
+        "$PY" "$HERE/report.py" "$RESULTS" > /dev/null 2>&1 && say "written to $RESULTS/results.md"
+    fi
+    if [ -n "$CG2_SUBTREE_ADDED" ]; then
+        echo "$CG2_SUBTREE_ADDED" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null
+    fi
+    if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+        if [ "$KEEP" = 1 ]; then
+            say "kept the work directory $WORK"
+        else
+            rm -rf "$WORK"
+        fi
+    fi
+    # What is left of ours, for the record: nothing, normally.
+    local left=""
+    [ -n "$WORK" ] && losetup -a 2>/dev/null | grep -F "$WORK" && left+=" loop"
+    [ -n "$WORK" ] && grep -F "$WORK" /proc/mounts && left+=" mount"
+    ls -d /sys/fs/cgroup/*/bpext-bench-$$-* /sys/fs/cgroup/bpext-bench-$$-* 2>/dev/null && left+=" cgroups"
+    [ -n "$MAJMIN" ] && grep -h "^$MAJMIN " /sys/fs/cgroup/blkio/blkio.throttle.*_device 2>/dev/null && left+=" throttle"
+    if [ -n "$left" ]; then
+        say "cleanup left:$left"
+    else
+        say "cleanup done: servers stopped, no loop device, mount, cgroup or throttle rule left"
+    fi
+    say "results: $RESULTS"
+    return 0
+}
+trap cleanup EXIT
+trap 'echo; say "interrupted"; exit 130' INT TERM HUP
+
+# ---------------------------------------------------------------- cgroups
+cg_create() {   # name limit-MB throttled(0|1) -> sets CG
+    local name=$1 limit_mb=$2 throttled=$3
+    local bytes=$((limit_mb * 1024 * 1024))
+    if [ "$CG_MODE" = v1 ]; then
+        CG=/sys/fs/cgroup/memory/bpext-bench-$$-$name
+        mkdir "$CG"; CGROUPS+=("$CG")
+        echo "$bytes" > "$CG/memory.limit_in_bytes"
+        echo 0 > "$CG/memory.swappiness" 2>/dev/null || true
+    else
+        CG=/sys/fs/cgroup/bpext-bench-$$-$name
+        mkdir "$CG"; CGROUPS+=("$CG")
+        echo "$bytes" > "$CG/memory.max"
+        echo 0 > "$CG/memory.swap.max" 2>/dev/null || true
+        if [ "$throttled" = 1 ]; then
+            local lim="riops=$READ_IOPS wiops=$WRITE_IOPS"
+            [ "$MBPS" -gt 0 ] && lim+=" rbps=$((MBPS * 1048576)) wbps=$((MBPS * 1048576))"
+            echo "$MAJMIN $lim" > "$CG/io.max"
+        fi
+    fi
+}
+cg_peak_json() {
+    if [ "$CG_MODE" = v1 ]; then
+        printf '{"limit":%s,"max_usage":%s,"failcnt":%s}' "$(cat "$CG/memory.limit_in_bytes")" \
+            "$(cat "$CG/memory.max_usage_in_bytes")" "$(cat "$CG/memory.failcnt")"
+    else
+        local peak=null
+        [ -f "$CG/memory.peak" ] && peak=$(cat "$CG/memory.peak")
+        printf '{"limit":%s,"max_usage":%s,"failcnt":%s}' "$(cat "$CG/memory.max")" "$peak" \
+            "$(awk '$1 == "max" { print $2 }' "$CG/memory.events")"
+    fi
+}
+
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# ---------------------------------------------------------------- build, tools
+if [ "$BUILD" = 1 ]; then
+    phase "installing dependencies, building and installing bpext"
+    "$TOP/test/install-deps.sh"
+    make -C "$TOP" -s PG_CONFIG="$PGBIN/pg_config"
+    make -C "$TOP" -s PG_CONFIG="$PGBIN/pg_config" install
+fi
+for t in pg_ctl initdb postgres pgbench psql; do
+    [ -x "$PGBIN/$t" ] || need_msg "missing $PGBIN/$t (PostgreSQL 15 server and client)"
+done
+id postgres >/dev/null 2>&1 || need_msg "there is no 'postgres' user"
+[ -f "$("$PGBIN/pg_config" --pkglibdir)/bpext.so" ] || die "bpext is not installed (drop --no-build)"
+[ -f "$("$PGBIN/pg_config" --sharedir)/extension/pg_prewarm.control" ] ||
+    die "pg_prewarm (PostgreSQL contrib) is not installed"
+
+# Python for the tables and charts: matplotlib from wherever it already is,
+# else a venv under test/bench/.venv, else Debian's python3-matplotlib.
+find_python() {
+    local p
+    for p in "$HERE/.venv/bin/python" python3 /usr/bin/python3; do
+        if command -v "$p" >/dev/null && "$p" -c 'import matplotlib' 2>/dev/null; then
+            PY=$p; return 0
+        fi
+    done
+    return 1
+}
+if ! find_python; then
+    phase "installing matplotlib into $HERE/.venv"
+    { python3 -m venv "$HERE/.venv" && "$HERE/.venv/bin/pip" install -q matplotlib; } ||
+        { command -v apt-get >/dev/null && apt-get install -y -qq python3-matplotlib >/dev/null; } || true
+    find_python || { PY=python3; say "warning: no matplotlib; tables only, no charts"; }
+fi
+
+# ---------------------------------------------------------------- work directory
+mkdir -p "$WORKDIR_PARENT"
+WORK=$(mktemp -d "$WORKDIR_PARENT/bpext-bench.XXXXXX")
+chmod 755 "$WORK"
+mkdir -p "$WORK/fast" "$WORK/slow" "$WORK/sock" "$WORK/logs" "$WORK/scripts"
+chown postgres "$WORK/fast" "$WORK/sock" "$WORK/logs" "$WORK/scripts"
+MNT=$WORK/slow
+SOCK=$WORK/sock
+PRISTINE=$WORK/fast/pristine
+FASTDATA=$WORK/fast/data
+SLOWDATA=$MNT/data
+TIERFILE=$WORK/fast/tier.bpe
+
+need_kb=$(( SCALE * 15 * 1024 * 9 + 6 * 1024 * 1024 ))
+avail_kb=$(df -Pk "$WORK" | awk 'NR == 2 { print $4 }')
+[ "$avail_kb" -gt "$need_kb" ] ||
+    die "$WORKDIR_PARENT has $((avail_kb / 1024)) MB free, needs about $((need_kb / 1024)) MB (use --workdir-parent)"
+
+psql_at() {   # data-less helper: query the running server
+    as_pg env PGOPTIONS="-c client_min_messages=warning" "$PGBIN/psql" -h "$SOCK" -p "$PORT" -X -v ON_ERROR_STOP=1 -Atq -d postgres "$@"
+}
+
+# ---------------------------------------------------------------- the dataset
+phase "building the dataset: pgbench scale $SCALE on the fast disk ($WORK)"
+as_pg "$PGBIN/initdb" -D "$PRISTINE" -A trust -E UTF8 --no-sync >/dev/null
+cat >> "$PRISTINE/postgresql.conf" <<CONF
+
+# bpext bench: per-configuration settings
+include_if_exists = 'bench.conf'
+CONF
+write_conf() {   # data-dir shared-buffers-MB extra-lines...
+    local data=$1 sb=$2; shift 2
+    {
+        echo "port = $PORT"
+        echo "listen_addresses = ''"
+        echo "unix_socket_directories = '$SOCK'"
+        echo "max_connections = 60"
+        echo "shared_buffers = ${sb}MB"
+        echo "huge_pages = off"            # so shared memory is charged to the memory cgroup
+        echo "max_wal_size = 8GB"          # no checkpoint triggered by WAL volume during a run
+        echo "checkpoint_timeout = 1h"
+        echo "autovacuum = off"            # no background I/O competing with the measured runs
+        echo "jit = off"
+        echo "track_io_timing = on"
+        echo "log_checkpoints = on"
+        local l; for l in "$@"; do echo "$l"; done
+    } > "$data/bench.conf"
+    chown postgres "$data/bench.conf"
+}
+write_conf "$PRISTINE" 256 "maintenance_work_mem = 256MB" "synchronous_commit = off"
+START_LOG=$WORK/logs/server-init.log
+as_pg "$PGBIN/pg_ctl" -D "$PRISTINE" -l "$START_LOG" -w -t 300 -s start
+STARTED+=("$PRISTINE")
+t0=$(now)
+as_pg "$PGBIN/pgbench" -h "$SOCK" -p "$PORT" -i -q -s "$SCALE" postgres 2>&1 | grep -v "^$" | tail -n 4
+psql_at -c "CHECKPOINT"
+DB_BYTES=$(psql_at -c "SELECT pg_database_size('postgres')")
+ACC_BYTES=$(psql_at -c "SELECT pg_relation_size('pgbench_accounts')")
+IDX_BYTES=$(psql_at -c "SELECT pg_relation_size('pgbench_accounts_pkey')")
+stop_server "$PRISTINE" fast
+say "dataset: $((DB_BYTES / 1048576)) MB (pgbench_accounts $((ACC_BYTES / 1048576)) MB, pkey $((IDX_BYTES / 1048576)) MB), built in $(secs_since "$t0") s"
+: > "$PRISTINE/bench.conf"
+
+DB_MB=$((DB_BYTES / 1048576))
+round_up64() { echo $(( ($1 + 63) / 64 * 64 )); }
+[ "$BIG_SB" = auto ] && BIG_SB=$(round_up64 $(( DB_MB * 12 / 10 + 64 )))
+[ "$TIER_SIZE" = auto ] && TIER_SIZE=$(round_up64 $(( DB_MB * 125 / 100 + 64 )))
+BIG_RAM=$(( BIG_SB + RAM - SHARED_BUFFERS ))
+NACCOUNTS=$((SCALE * 100000))
+
+# The workload scripts.
+SKEW_DIST=${SKEW%%:*}; SKEW_PARAM=${SKEW#*:}
+cat > "$WORK/scripts/skew.sql" <<SQL
+\\set aid random_${SKEW_DIST}(1, $NACCOUNTS, $SKEW_PARAM)
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+SQL
+cat > "$WORK/scripts/scan.sql" <<SQL
+SELECT sum(abalance), count(*) FROM pgbench_accounts;
+SQL
+chown postgres "$WORK"/scripts/*.sql
+
+# ---------------------------------------------------------------- the slow disk
+IMG=$WORK/slow.img
+img_mb=$(( DB_MB * 2 + 4096 ))
+phase "slow disk: ${img_mb} MB ext4 on a loop device (direct I/O), ${READ_IOPS}/${WRITE_IOPS} read/write IOPS"
+fallocate -l "${img_mb}M" "$IMG"
+LOOP=$(losetup --find --show --direct-io=on "$IMG")
+LOOPNAME=$(basename "$LOOP")
+MAJMIN=$(cat "/sys/block/$LOOPNAME/dev")
+[ "$(cat "/sys/block/$LOOPNAME/loop/dio" 2>/dev/null)" = 1 ] ||
+    say "warning: $LOOP does not do direct I/O; the backing file is cached twice"
+echo "$READAHEAD_KB" > "/sys/block/$LOOPNAME/queue/read_ahead_kb"
+mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
+mount -o noatime "$LOOP" "$MNT"
+chown postgres "$MNT"
+if [ "$CG_MODE" = v2 ]; then
+    missing=""
+    for c in io memory; do
+        grep -qw "$c" /sys/fs/cgroup/cgroup.subtree_control || missing+=" +$c"
+    done
+    if [ -n "$missing" ]; then
+        echo "$missing" > /sys/fs/cgroup/cgroup.subtree_control
+        CG2_SUBTREE_ADDED=$(echo "$missing" | sed 's/+/-/g')
+    fi
+fi
+say "$LOOP ($MAJMIN) on $MNT; cgroup $CG_MODE; tier file $TIERFILE"
+
+loop_stat_json() {
+    awk '{ printf "{\"reads\":%s,\"read_sectors\":%s,\"read_ms\":%s,\"writes\":%s,\"write_sectors\":%s,\"write_ms\":%s}",
+           $1, $3, $4, $5, $7, $8 }' "/sys/block/$LOOPNAME/stat"
+}
+
+# ---------------------------------------------------------------- parameters on record
+cat > "$RESULTS/params.json" <<JSON
+{"command": $(jstr "$0 ${ORIG_ARGS[*]}"), "started": $(jstr "$(date -Is)"),
+ "host": $(jstr "$(hostname)"), "kernel": $(jstr "$(uname -r)"), "cpus": $(nproc),
+ "mem_total_kb": $(awk '/MemTotal/ { print $2 }' /proc/meminfo),
+ "postgres": $(jstr "$("$PGBIN/postgres" --version)"),
+ "bpext_commit": $(jstr "$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)"),
+ "cgroup": "$CG_MODE", "scale": $SCALE, "clients": $CLIENTS, "threads": $THREADS,
+ "scan_clients": $SCAN_CLIENTS, "duration": $DURATION, "cold_seconds": $COLD_SECONDS,
+ "overhead_duration": $OVERHEAD_DURATION, "rounds": $ROUNDS,
+ "read_iops": $READ_IOPS, "write_iops": $WRITE_IOPS, "mbps": $MBPS, "readahead_kb": $READAHEAD_KB,
+ "ram_mb": $RAM, "shared_buffers_mb": $SHARED_BUFFERS, "big_shared_buffers_mb": $BIG_SB,
+ "big_ram_mb": $BIG_RAM, "tier_size_mb": $TIER_SIZE, "admission": "$ADMISSION",
+ "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
+ "overhead_workloads": "$OVERHEAD_WORKLOADS", "skew": "$SKEW", "protocol": "$PROTOCOL",
+ "db_bytes": $DB_BYTES, "accounts_bytes": $ACC_BYTES, "accounts_pkey_bytes": $IDX_BYTES,
+ "fast_dir": $(jstr "$WORK"), "slow_device": $(jstr "$LOOP")}
+JSON
+
+# ---------------------------------------------------------------- one configuration's server
+CUR_CFG=""; CUR_DATA=""; CUR_BPEXT=0; CG=""
+
+fresh_copy() {   # target-dir on-slow-disk(0|1)
+    local target=$1 slow=$2
+    [ "$slow" = 1 ] && throttle_off
+    rm -rf "$target"
+    cp -a "$PRISTINE" "$target"
+    sync
+    [ "$slow" = 1 ] && throttle_on
+    return 0
+}
+
+start_config() {   # name data-dir slow(0|1) shared-buffers-MB ram-MB bpext(0|1)
+    local name=$1 data=$2 slow=$3 sb=$4 ram=$5 bpext=$6
+    CUR_CFG=$name; CUR_DATA=$data; CUR_BPEXT=$bpext
+    local extra=()
+    if [ "$bpext" = 1 ]; then
+        rm -f "$TIERFILE"
+        extra=("shared_preload_libraries = 'bpext'"
+               "bpext.path = '$TIERFILE'"
+               "bpext.size = ${TIER_SIZE}MB"
+               "bpext.max_size = ${TIER_SIZE}MB"
+               "bpext.admission = $ADMISSION"
+               "bpext.write_policy = $WRITE_POLICY"
+               "bpext.direct_io = $DIRECT_IO")
+    fi
+    write_conf "$data" "$sb" "${extra[@]}"
+    drop_caches
+    cg_create "$name" "$ram" "$slow"
+    pg_start || return 1
+}
+
+pg_start() {   # start the server of CUR_CFG in CG; wait for the tier
+    # The server and everything it forks live in the memory cgroup.
+    ( echo "$BASHPID" > "$CG/cgroup.procs"
+      exec runuser -u postgres -- "$PGBIN/pg_ctl" -D "$CUR_DATA" -l "$WORK/logs/server-$CUR_CFG.log" \
+          -w -t 600 -s start )
+    STARTED+=("$CUR_DATA")
+    psql_at -c "CREATE EXTENSION IF NOT EXISTS pg_prewarm" >/dev/null
+    if [ "$CUR_BPEXT" = 1 ]; then
+        psql_at -c "CREATE EXTENSION IF NOT EXISTS bpext" >/dev/null
+        local i state=""
+        for i in $(seq 1 240); do
+            state=$(psql_at -c "SELECT state FROM bpext_configuration")
+            [ "$state" = 5 ] && break
+            sleep 0.5
+        done
+        if [ "$state" != 5 ]; then
+            say "error: $CUR_CFG: the tier did not come up: $(psql_at -c "SELECT state_description || ' ' || coalesce(last_error, '') FROM bpext_configuration")"
+            grep -E "WARNING|ERROR|FATAL|PANIC|HINT" "$WORK/logs/server-$CUR_CFG.log" | tail -n 5 | sed 's/^/    /'
+            emit "{\"kind\":\"failure\",\"config\":\"$CUR_CFG\",\"what\":\"tier did not come up\"}"
+            return 1
+        fi
+    fi
+}
+
+stop_config() {   # [mode]
+    local mode=${1:-immediate}
+    emit "{\"kind\":\"memory\",\"config\":\"$CUR_CFG\",\"memory\":$(cg_peak_json)}"
+    if [ "$CUR_BPEXT" = 1 ]; then
+        local conf st
+        conf=$(psql_at -c "SELECT row_to_json(c) FROM bpext_configuration c" 2>/dev/null) || true
+        st=$(bpext_json 2>/dev/null) || true
+        emit "{\"kind\":\"tier\",\"config\":\"$CUR_CFG\",\"configuration\":${conf:-null},\"stats\":${st:-null}}"
+    fi
+    stop_server "$CUR_DATA" "$mode"
+    cg_remove "$CG"
+    CG=""
+}
+
+bpext_json() {
+    if [ "$CUR_BPEXT" = 1 ]; then psql_at -c "SELECT row_to_json(s) FROM bpext_stats s"; else echo null; fi
+}
+db_json() {
+    psql_at -c "SELECT row_to_json(d) FROM (SELECT blks_read, blks_hit, blk_read_time, blk_write_time,
+                    xact_commit, tup_returned FROM pg_stat_database WHERE datname = current_database()) d"
+}
+mem_usage() {
+    if [ "$CG_MODE" = v1 ]; then cat "$CG/memory.usage_in_bytes"; else cat "$CG/memory.current"; fi
+}
+
+# One pgbench run, with its progress shown and everything recorded.
+run_pgbench() {   # workload seconds tag
+    local wl=$1 secs=$2 tag=$3 clients=$CLIENTS args=()
+    case $wl in
+        select) args=(-S) ;;
+        tpcb) args=() ;;
+        skew) args=(-f "$WORK/scripts/skew.sql") ;;
+        scan) args=(-f "$WORK/scripts/scan.sql"); clients=$SCAN_CLIENTS ;;
+    esac
+    local threads=$(( THREADS < clients ? THREADS : clients ))
+    local log=$RESULTS/runs/$CUR_CFG-$wl-$tag.log
+    phase "$CUR_CFG: $wl ($tag), $clients clients, $secs s"
+    local dev0 bp0 db0 t0 t1 rc=0
+    dev0=$(loop_stat_json); bp0=$(bpext_json); db0=$(db_json)
+    t0=$(now)
+    as_pg "$PGBIN/pgbench" -h "$SOCK" -p "$PORT" -n -M "$PROTOCOL" -s "$SCALE" \
+        -c "$clients" -j "$threads" -T "$secs" -P 1 "${args[@]}" postgres > "$log" 2>&1 &
+    local pgb=$!
+    CUR_PGB=$pgb
+    # Show every PROGRESS_EVERY-th progress line while it runs.
+    tail -n +1 -F --pid=$pgb "$log" 2>/dev/null | awk -v every="$PROGRESS_EVERY" '
+        /^progress:/ { if (int($2) % every == 0) { print "    " $0; fflush() } }' &
+    local tailer=$!
+    wait "$pgb" || rc=$?
+    wait "$tailer" 2>/dev/null || true
+    CUR_PGB=""
+    t1=$(now)
+    sleep 1   # let the exiting backends flush their statistics
+    local tps lat
+    tps=$(awk '/^tps = / { print $3 }' "$log" | tail -n 1)
+    lat=$(awk '/^latency average/ { print $4 }' "$log" | tail -n 1)
+    if [ "$rc" -ne 0 ]; then
+        say "warning: pgbench failed (status $rc); see $log"
+        tail -n 5 "$log" | sed 's/^/    /'
+    fi
+    say "$CUR_CFG $wl ($tag): ${tps:-?} tps, latency ${lat:-?} ms, data disk $(loop_delta "$dev0" "$(loop_stat_json)" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")"
+    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
+}
+loop_delta() {   # before-json after-json seconds -> "N r/s, M w/s"
+    local r0 w0 r1 w1
+    r0=$(sed 's/.*"reads":\([0-9]*\).*/\1/' <<< "$1"); w0=$(sed 's/.*"writes":\([0-9]*\).*/\1/' <<< "$1")
+    r1=$(sed 's/.*"reads":\([0-9]*\).*/\1/' <<< "$2"); w1=$(sed 's/.*"writes":\([0-9]*\).*/\1/' <<< "$2")
+    awk -v r=$((r1 - r0)) -v w=$((w1 - w0)) -v s="$3" 'BEGIN { printf "%.0f r/s, %.0f w/s", r / s, w / s }'
+}
+
+prewarm() {   # function relation mode
+    local fn=$1 rel=$2 mode=${3:-} t0 pages secs dev0
+    dev0=$(loop_stat_json)
+    t0=$(now)
+    if [ "$fn" = bpext_prewarm ]; then
+        pages=$(psql_at -c "SELECT bpext_prewarm('$rel')")
+    else
+        pages=$(psql_at -c "SELECT pg_prewarm('$rel', '$mode')")
+    fi
+    secs=$(secs_since "$t0")
+    say "$CUR_CFG: $fn($rel${mode:+, $mode}): $pages pages ($((pages * 8 / 1024)) MB) in $secs s"
+    emit "{\"kind\":\"prewarm\",\"config\":\"$CUR_CFG\",\"function\":\"$fn\",\"mode\":\"$mode\",\"relation\":\"$rel\",\"pages\":$pages,\"seconds\":$secs,\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"bpext_after\":$(bpext_json)}"
+}
+
+warm() {   # how the configuration is warmed before measuring
+    case $1 in
+        bpext) prewarm bpext_prewarm pgbench_accounts; prewarm bpext_prewarm pgbench_accounts_pkey ;;
+        read) prewarm pg_prewarm pgbench_accounts read; prewarm pg_prewarm pgbench_accounts_pkey read ;;
+        buffer) prewarm pg_prewarm pgbench_accounts buffer; prewarm pg_prewarm pgbench_accounts_pkey buffer
+                psql_at -c "SELECT pg_prewarm(c.oid) FROM pg_class c WHERE c.relname IN
+                            ('pgbench_branches', 'pgbench_tellers', 'pgbench_branches_pkey',
+                             'pgbench_tellers_pkey')" >/dev/null ;;
+    esac
+}
+
+run_workloads() {
+    local wl
+    for wl in ${WORKLOADS//,/ }; do run_pgbench "$wl" "$DURATION" main; done
+}
+
+# A, B, D: data on the slow disk.  C: the same data on the fast disk.
+slow_config() {   # name bpext sb ram warm-mode cold(0|1)
+    local name=$1 bpext=$2 sb=$3 ram=$4 warm_mode=$5 cold=$6
+    fresh_copy "$SLOWDATA" 1
+    start_config "$name" "$SLOWDATA" 1 "$sb" "$ram" "$bpext" || { stop_config; return 0; }
+    if [ "$cold" = 1 ] && [ "$COLD_SECONDS" -gt 0 ]; then
+        run_pgbench select "$COLD_SECONDS" cold
+        # Restart so that the timed warm-up starts from nothing again: the
+        # tier and shared buffers start empty at every server start.
+        stop_server "$SLOWDATA" fast
+        drop_caches
+        pg_start || { stop_config; return 0; }
+    fi
+    warm "$warm_mode"
+    run_workloads
+    stop_config immediate
+}
+
+describe() {
+    case $1 in
+        A) echo "A: no tier, data on the ${READ_IOPS}-IOPS disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB" ;;
+        B) echo "B: bpext tier ${TIER_SIZE}MB on the fast disk, data on the ${READ_IOPS}-IOPS disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB" ;;
+        C) echo "C: data on the fast disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB (SSD ceiling)" ;;
+        D) echo "D: shared_buffers ${BIG_SB}MB, data on the ${READ_IOPS}-IOPS disk, RAM ${BIG_RAM}MB (RAM ceiling)" ;;
+        E) echo "E/E0: shared_buffers ${BIG_SB}MB, data on the fast disk, RAM ${BIG_RAM}MB, bpext tier on / not loaded" ;;
+    esac
+}
+
+# ---------------------------------------------------------------- the run
+say "database ${DB_MB}MB; tier ${TIER_SIZE}MB; large shared_buffers ${BIG_SB}MB"
+for c in A B C D E; do has "$CONFIGS" "$c" && say "  $(describe "$c")"; done
+
+if has "$CONFIGS" A; then
+    phase "$(describe A)"
+    slow_config A 0 "$SHARED_BUFFERS" "$RAM" read 1
+fi
+if has "$CONFIGS" B; then
+    phase "$(describe B)"
+    slow_config B 1 "$SHARED_BUFFERS" "$RAM" bpext 1
+fi
+if has "$CONFIGS" C; then
+    phase "$(describe C)"
+    fresh_copy "$FASTDATA" 0
+    start_config C "$FASTDATA" 0 "$SHARED_BUFFERS" "$RAM" 0
+    warm read
+    run_workloads
+    stop_config immediate
+    rm -rf "$FASTDATA"
+fi
+if has "$CONFIGS" D; then
+    phase "$(describe D)"
+    slow_config D 0 "$BIG_SB" "$BIG_RAM" buffer 0
+fi
+if has "$CONFIGS" E; then
+    phase "$(describe E)"
+    # One data directory each, reused across rounds (fast shutdowns).
+    fresh_copy "$WORK/fast/e0" 0
+    fresh_copy "$WORK/fast/e" 0
+    for r in $(seq 1 "$ROUNDS"); do
+        # ABBA: E0 E, E E0, ... so that drift on a shared machine cancels.
+        if [ $((r % 2)) = 1 ]; then order="E0 E"; else order="E E0"; fi
+        for name in $order; do
+            if [ "$name" = E ]; then bp=1; data=$WORK/fast/e; else bp=0; data=$WORK/fast/e0; fi
+            start_config "$name" "$data" 0 "$BIG_SB" "$BIG_RAM" "$bp" || { stop_config fast; continue; }
+            warm buffer
+            for wl in ${OVERHEAD_WORKLOADS//,/ }; do run_pgbench "$wl" "$OVERHEAD_DURATION" "r$r"; done
+            stop_config fast
+        done
+    done
+fi
+
+phase "report"
+REPORTED=1
+"$PY" "$HERE/report.py" "$RESULTS" || say "warning: the report failed"
