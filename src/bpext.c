@@ -46,7 +46,7 @@ int			bpext_size_mb = 0;
 int			bpext_max_size_mb = 8192;
 int			bpext_write_policy = BPEXT_WRITE_DUAL;
 int			bpext_admission = BPEXT_ADMIT_EVICT;
-bool		bpext_direct_io = true;
+bool		bpext_direct_io = false;
 int			bpext_push_interval_ms = 10;
 int			bpext_push_lookahead = 0;
 bool		bpext_log_events = false;
@@ -143,9 +143,9 @@ define_settings(void)
 
 	DefineCustomBoolVariable("bpext.direct_io",
 							 "Use O_DIRECT for tier file I/O where the file system supports it.",
-							 "Keeps tier pages from being cached a second time in the kernel's page cache.",
+							 "Off (the default), the kernel's page cache holds the hottest tier pages within the server's memory, as it holds data-file pages without bpext; on keeps them out of it.",
 							 &bpext_direct_io,
-							 true,
+							 false,
 							 PGC_POSTMASTER,
 							 0,
 							 NULL, NULL, NULL);

@@ -19,3 +19,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# The source of PostgreSQL's own regression suite, for
+# test/t/106_pg_regress.pl (which runs as postgres and cannot fetch it).
+# Best effort: without it that test is skipped.
+if [ "${BPEXT_PG_REGRESS:-1}" != 0 ] && [ "$(id -u)" -eq 0 ]; then
+    "$(dirname "$0")/pg_regress_with_bpext.sh" --prepare || true
+fi

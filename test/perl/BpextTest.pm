@@ -103,7 +103,9 @@ Create (not start) a node that preloads bpext.  Options:
 tier_size (default '256MB', 0 leaves the tier off), max_size (default
 '256MB'), shared_buffers (default '16MB'), tier_path (default
 basedir/bpext.tier), checksums (initdb --data-checksums), conf (more
-postgresql.conf lines), preload (default 1).
+postgresql.conf lines), preload (default 1), init (a hash reference of
+more options for PostgreSQL::Test::Cluster's init, such as
+allows_streaming => 1).
 
 =cut
 
@@ -113,6 +115,7 @@ sub bpext_init_node
 	my $node = PostgreSQL::Test::Cluster->new($name);
 
 	$node->init(
+		%{ $opts{init} // {} },
 		$opts{checksums} ? (extra => ['--data-checksums']) : ());
 
 	my $path = $opts{tier_path} // $node->basedir . '/bpext.tier';
