@@ -506,6 +506,9 @@ bpext_resize(PG_FUNCTION_ARGS)
 {
 	const char *size = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int			size_mb;
+	text	   *result;
+	uint64		size_bytes;
+	char		last_error[256];
 
 	bpext_require_preloaded();
 	require_superuser("bpext_resize");
@@ -524,6 +527,20 @@ bpext_resize(PG_FUNCTION_ARGS)
 						   (long long) (((int64) BpextCtl->max_slots + 1) * BLCKSZ / (1024 * 1024))),
 				 errhint("Raise bpext.max_size and restart the server.")));
 	alter_system_set("bpext.size", size);
-	PG_RETURN_TEXT_P(finish_state_change(reload_and_wait(bpext_path ? bpext_path : "", size_mb),
-										 BPEXT_STATE_ENABLED));
+	result = finish_state_change(reload_and_wait(bpext_path ? bpext_path : "", size_mb),
+								 BPEXT_STATE_ENABLED);
+
+	/* The worker keeps the old size if the file could not be resized. */
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	size_bytes = BpextCtl->size_bytes;
+	strlcpy(last_error, BpextCtl->last_error, sizeof(last_error));
+	LWLockRelease(BpextCtl->control_lock);
+	if (size_bytes != (uint64) (((int64) size_mb * 1024 * 1024 / BLCKSZ) * BLCKSZ))
+		ereport(ERROR,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("could not resize the bpext tier to %s; it stays at %llu MB",
+						size, (unsigned long long) (size_bytes >> 20)),
+				 last_error[0] ? errdetail("Last error: %s", last_error) : 0,
+				 errhint("The new size stays in postgresql.auto.conf and is tried again at every reload; call bpext_resize() with the current size to give it up.")));
+	PG_RETURN_TEXT_P(result);
 }

@@ -96,6 +96,7 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 {
 	char	   *page = bounce_page();
 	TierFileHeader *hdr = (TierFileHeader *) page;
+	ssize_t		n;
 
 	memset(page, 0, BLCKSZ);
 	memcpy(hdr->magic, TIER_MAGIC, sizeof(hdr->magic));
@@ -104,10 +105,16 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 	hdr->system_identifier = GetSystemIdentifier();
 	hdr->nslots = nslots;
 	hdr->crc = header_crc(hdr);
-	if (pwrite(fd, page, BLCKSZ, 0) != BLCKSZ)
+	n = pwrite(fd, page, BLCKSZ, 0);
+	if (n < 0)
 	{
-		snprintf(err, errlen, "could not write the tier file header: %s",
-				 errno ? strerror(errno) : "short write");
+		snprintf(err, errlen, "could not write the tier file header: %m");
+		return false;
+	}
+	if (n != BLCKSZ)
+	{
+		snprintf(err, errlen, "could not write the tier file header: short write (%d of %d bytes)",
+				 (int) n, BLCKSZ);
 		return false;
 	}
 	return true;
@@ -312,6 +319,12 @@ tier_file_still_ours(int fd, const char *path, uint32 nslots, char *err,
 	if (held.st_size < TIER_FILE_SIZE(nslots))
 	{
 		snprintf(err, errlen, "the tier file \"%s\" has been truncated", path);
+		return false;
+	}
+	/* Other processes open it by path: they must be able to. */
+	if (access(path, R_OK | W_OK) != 0)
+	{
+		snprintf(err, errlen, "the tier file \"%s\" can no longer be opened: %m", path);
 		return false;
 	}
 	return true;

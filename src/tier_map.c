@@ -225,6 +225,19 @@ slot_is_current(const TierSlot *s)
 	return s->generation == pg_atomic_read_u32(&Map->rels[s->rel].generation);
 }
 
+/*
+ * slot_is_current() for a slot we hold no lock or pin on: another process
+ * may take it meanwhile and clear its relation, so read that once.
+ */
+static inline bool
+slot_is_current_unlocked(const TierSlot *s)
+{
+	uint32		rel = ((const volatile TierSlot *) s)->rel;
+
+	return rel != TIER_INVALID_INDEX &&
+		s->generation == pg_atomic_read_u32(&Map->rels[rel].generation);
+}
+
 /* Is the slot a copy its relation has since moved on from? */
 static bool
 slot_is_dead(const TierSlot *s)
@@ -694,7 +707,7 @@ tier_map_alloc_slot(void)
 		}
 		if (!(state & SLOT_HASHED) || SLOT_REFCOUNT(state) > 0)
 			continue;
-		if (SLOT_USAGE(state) > 0 && slot_is_current(s))
+		if (SLOT_USAGE(state) > 0 && slot_is_current_unlocked(s))
 		{
 			pg_atomic_compare_exchange_u32(&s->state, &state,
 										   state - SLOT_USAGE_ONE);
@@ -718,7 +731,7 @@ tier_map_alloc_slot(void)
 			continue;
 		state = pg_atomic_read_u32(&s->state);
 		if (!(state & SLOT_HASHED) || SLOT_REFCOUNT(state) > 0 ||
-			(SLOT_USAGE(state) > 0 && slot_is_current(s)))
+			(SLOT_USAGE(state) > 0 && slot_is_current_unlocked(s)))
 		{
 			LWLockRelease(lock);
 			continue;
