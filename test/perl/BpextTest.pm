@@ -594,9 +594,10 @@ after offset and accepts connections again.
 sub bpext_wait_crash_restart
 {
 	my ($node, $offset) = @_;
-	$offset = $node->wait_for_log(
-		qr/all server processes terminated; reinitializing/, $offset);
-	$node->wait_for_log(qr/database system is ready to accept connections/,
+	# One pattern: wait_for_log returns the end of what it read, which may
+	# already hold the second line.
+	$node->wait_for_log(
+		qr/all server processes terminated; reinitializing[\s\S]*database system is ready to accept connections/,
 		$offset);
 	return;
 }

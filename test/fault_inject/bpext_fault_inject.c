@@ -1,0 +1,375 @@
+/*-------------------------------------------------------------------------
+ *
+ * bpext_fault_inject.c
+ *	  An LD_PRELOAD library that makes the tier file's disk misbehave on
+ *	  demand, for test/t/102_faults.pl.
+ *
+ * The TAP tests run the server as an ordinary user, where no file system
+ * can be mounted (no root, no usable /dev/fuse, no sudo), so a small tmpfs
+ * or a FUSE file system that fails on request is out of reach.  Instead the
+ * server is started with this library preloaded.  It watches the files
+ * opened under one directory (BPEXT_FAULT_PREFIX, a path prefix) and, while
+ * a control file exists in BPEXT_FAULT_CTL, fails their I/O the way a sick
+ * or full disk does:
+ *
+ *	read_eio		 pread() fails with EIO
+ *	write_eio		 pwrite()/pwritev() fail with EIO
+ *	write_enospc	 pwrite()/pwritev() fail with ENOSPC (the file system is
+ *					 full and the write needed new blocks)
+ *	write_short		 pwrite()/pwritev() write half of what was asked (a full
+ *					 disk part-way through a write)
+ *	fallocate_enospc posix_fallocate()/fallocate() fail with ENOSPC
+ *
+ * Every other file, and every process's other I/O, goes straight through.
+ * Each injected failure is counted by appending one line to
+ * BPEXT_FAULT_CTL/injected.log, so a test can tell that a fault was really
+ * hit.  Creating or removing a control file takes effect at the next call.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define MAX_TRACKED_FD 65536
+
+static const char *fault_prefix;
+static size_t fault_prefix_len;
+static const char *fault_ctl;
+static unsigned char tracked[MAX_TRACKED_FD];
+
+static int	(*real_open) (const char *, int,...);
+static int	(*real_open64) (const char *, int,...);
+static int	(*real_openat) (int, const char *, int,...);
+static int	(*real___open_2) (const char *, int);
+static int	(*real___open64_2) (const char *, int);
+static int	(*real_close) (int);
+static ssize_t (*real_pread) (int, void *, size_t, off_t);
+static ssize_t (*real_pread64) (int, void *, size_t, off_t);
+static ssize_t (*real_pwrite) (int, const void *, size_t, off_t);
+static ssize_t (*real_pwrite64) (int, const void *, size_t, off_t);
+static ssize_t (*real_pwritev) (int, const struct iovec *, int, off_t);
+static ssize_t (*real_pwritev64) (int, const struct iovec *, int, off_t);
+static int	(*real_posix_fallocate) (int, off_t, off_t);
+static int	(*real_posix_fallocate64) (int, off_t, off_t);
+static int	(*real_fallocate) (int, int, off_t, off_t);
+
+#define RESOLVE(name) \
+	do { if (real_##name == NULL) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
+
+__attribute__((constructor))
+static void
+fault_init(void)
+{
+	/*
+	 * Copies: the postmaster reuses the memory of the original environment
+	 * for its process title (ps_status.c).
+	 */
+	fault_prefix = getenv("BPEXT_FAULT_PREFIX");
+	fault_ctl = getenv("BPEXT_FAULT_CTL");
+	fault_prefix = fault_prefix ? strdup(fault_prefix) : NULL;
+	fault_ctl = fault_ctl ? strdup(fault_ctl) : NULL;
+	if (fault_prefix != NULL && fault_prefix[0] == '\0')
+		fault_prefix = NULL;
+	fault_prefix_len = fault_prefix ? strlen(fault_prefix) : 0;
+}
+
+static void
+track(int fd, const char *path)
+{
+	if (fd < 0 || fd >= MAX_TRACKED_FD)
+		return;
+	tracked[fd] = (fault_prefix != NULL && path != NULL &&
+				   strncmp(path, fault_prefix, fault_prefix_len) == 0);
+}
+
+static int
+is_tracked(int fd)
+{
+	return fd >= 0 && fd < MAX_TRACKED_FD && tracked[fd];
+}
+
+/* Is the fault called name switched on?  Logs it if so. */
+static int
+fault_on(const char *name, int fd)
+{
+	char		path[4096];
+	int			save_errno = errno;
+	int			on;
+
+	if (fault_ctl == NULL)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s", fault_ctl, name);
+	on = (access(path, F_OK) == 0);
+	if (on)
+	{
+		int			lfd;
+
+		snprintf(path, sizeof(path), "%s/injected.log", fault_ctl);
+		RESOLVE(open);
+		RESOLVE(close);
+		lfd = real_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		if (lfd >= 0)
+		{
+			char		line[128];
+			int			len = snprintf(line, sizeof(line), "%d %s fd %d\n",
+									   (int) getpid(), name, fd);
+
+			if (write(lfd, line, len) < 0)
+				(void) 0;
+			real_close(lfd);
+		}
+	}
+	errno = save_errno;
+	return on;
+}
+
+static int
+open_mode_needed(int flags)
+{
+	return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+int
+open(const char *path, int flags,...)
+{
+	mode_t		mode = 0;
+	int			fd;
+
+	RESOLVE(open);
+	if (open_mode_needed(flags))
+	{
+		va_list		ap;
+
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	fd = real_open(path, flags, mode);
+	track(fd, path);
+	return fd;
+}
+
+int
+open64(const char *path, int flags,...)
+{
+	mode_t		mode = 0;
+	int			fd;
+
+	RESOLVE(open64);
+	if (open_mode_needed(flags))
+	{
+		va_list		ap;
+
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	fd = real_open64(path, flags, mode);
+	track(fd, path);
+	return fd;
+}
+
+int
+openat(int dirfd, const char *path, int flags,...)
+{
+	mode_t		mode = 0;
+	int			fd;
+
+	RESOLVE(openat);
+	if (open_mode_needed(flags))
+	{
+		va_list		ap;
+
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	fd = real_openat(dirfd, path, flags, mode);
+	track(fd, path[0] == '/' ? path : NULL);
+	return fd;
+}
+
+int
+__open_2(const char *path, int flags)
+{
+	int			fd;
+
+	RESOLVE(__open_2);
+	fd = real___open_2(path, flags);
+	track(fd, path);
+	return fd;
+}
+
+int
+__open64_2(const char *path, int flags)
+{
+	int			fd;
+
+	RESOLVE(__open64_2);
+	fd = real___open64_2(path, flags);
+	track(fd, path);
+	return fd;
+}
+
+int
+close(int fd)
+{
+	RESOLVE(close);
+	if (fd >= 0 && fd < MAX_TRACKED_FD)
+		tracked[fd] = 0;
+	return real_close(fd);
+}
+
+static ssize_t
+faulty_read(ssize_t (*real) (int, void *, size_t, off_t),
+			int fd, void *buf, size_t count, off_t offset)
+{
+	if (is_tracked(fd) && fault_on("read_eio", fd))
+	{
+		errno = EIO;
+		return -1;
+	}
+	return real(fd, buf, count, offset);
+}
+
+ssize_t
+pread(int fd, void *buf, size_t count, off_t offset)
+{
+	RESOLVE(pread);
+	return faulty_read(real_pread, fd, buf, count, offset);
+}
+
+ssize_t
+pread64(int fd, void *buf, size_t count, off_t offset)
+{
+	RESOLVE(pread64);
+	return faulty_read(real_pread64, fd, buf, count, offset);
+}
+
+/* -1 with errno set if a write fault is on, 1 for a short write, else 0. */
+static int
+write_fault(int fd)
+{
+	if (!is_tracked(fd))
+		return 0;
+	if (fault_on("write_eio", fd))
+	{
+		errno = EIO;
+		return -1;
+	}
+	if (fault_on("write_enospc", fd))
+	{
+		errno = ENOSPC;
+		return -1;
+	}
+	if (fault_on("write_short", fd))
+		return 1;
+	return 0;
+}
+
+static ssize_t
+faulty_write(ssize_t (*real) (int, const void *, size_t, off_t),
+			 int fd, const void *buf, size_t count, off_t offset)
+{
+	int			f = write_fault(fd);
+
+	if (f < 0)
+		return -1;
+	if (f > 0 && count > 4096)
+		count = (count / 2) & ~(size_t) 4095;
+	return real(fd, buf, count, offset);
+}
+
+ssize_t
+pwrite(int fd, const void *buf, size_t count, off_t offset)
+{
+	RESOLVE(pwrite);
+	return faulty_write(real_pwrite, fd, buf, count, offset);
+}
+
+ssize_t
+pwrite64(int fd, const void *buf, size_t count, off_t offset)
+{
+	RESOLVE(pwrite64);
+	return faulty_write(real_pwrite64, fd, buf, count, offset);
+}
+
+static ssize_t
+faulty_writev(ssize_t (*real) (int, const struct iovec *, int, off_t),
+			  int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	int			f = write_fault(fd);
+
+	if (f < 0)
+		return -1;
+	if (f > 0)
+	{
+		/* Write the first half of the vectors, or half of a single one. */
+		if (iovcnt > 1)
+			iovcnt = iovcnt / 2;
+		else if (iovcnt == 1 && iov[0].iov_len > 4096)
+		{
+			struct iovec half = iov[0];
+
+			half.iov_len = (half.iov_len / 2) & ~(size_t) 4095;
+			return real(fd, &half, 1, offset);
+		}
+	}
+	return real(fd, iov, iovcnt, offset);
+}
+
+ssize_t
+pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	RESOLVE(pwritev);
+	return faulty_writev(real_pwritev, fd, iov, iovcnt, offset);
+}
+
+ssize_t
+pwritev64(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	RESOLVE(pwritev64);
+	return faulty_writev(real_pwritev64, fd, iov, iovcnt, offset);
+}
+
+int
+posix_fallocate(int fd, off_t offset, off_t len)
+{
+	RESOLVE(posix_fallocate);
+	if (is_tracked(fd) && fault_on("fallocate_enospc", fd))
+		return ENOSPC;
+	return real_posix_fallocate(fd, offset, len);
+}
+
+int
+posix_fallocate64(int fd, off_t offset, off_t len)
+{
+	RESOLVE(posix_fallocate64);
+	if (is_tracked(fd) && fault_on("fallocate_enospc", fd))
+		return ENOSPC;
+	return real_posix_fallocate64(fd, offset, len);
+}
+
+int
+fallocate(int fd, int mode, off_t offset, off_t len)
+{
+	RESOLVE(fallocate);
+	if (is_tracked(fd) && fault_on("fallocate_enospc", fd))
+	{
+		errno = ENOSPC;
+		return -1;
+	}
+	return real_fallocate(fd, mode, offset, len);
+}

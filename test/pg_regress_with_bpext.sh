@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# PostgreSQL's own regression suite (src/test/regress, the parallel
+# schedule) run twice against throwaway instances with the same small
+# shared_buffers: once without bpext, once with bpext preloaded and its tier
+# enabled, so that most of the suite's reads miss shared buffers and are
+# served by the tier.  No test may fail with bpext that passes without it;
+# the tier must have served reads, and no tier error or server crash may
+# show in the log.
+#
+# It takes about two minutes on two cores (twice the suite), so it runs with
+# the other TAP suites, through test/t/106_pg_regress.pl; BPEXT_PG_REGRESS=0
+# turns it off.  test/install-deps.sh (root) calls this script with
+# --prepare to fetch the source beforehand, because the TAP suites run as
+# postgres, who cannot set up apt.  Directly:
+#
+#   sudo test/pg_regress_with_bpext.sh     # as root (runs the servers as postgres)
+#   test/pg_regress_with_bpext.sh          # as postgres, once the source is there
+#   sudo test/run-tests.sh PROVE_TESTS=test/t/106_pg_regress.pl
+#
+# The suite's SQL, expected output and test C libraries come from the
+# PostgreSQL 15 source, found in this order:
+#   1. $BPEXT_PG_SRC (an unpacked source tree);
+#   2. the source of the installed version in the cache $BPEXT_PG_SRC_CACHE
+#      (default /var/tmp/bpext-pg15-src), fetched by an earlier run;
+#   3. `apt-get source postgresql-15=<installed version>` into the cache.
+#      As root, the script adds Debian's deb-src entries (with the security
+#      suite, which carries the newest minor releases) and installs dpkg-dev
+#      if they are missing; as another user it can only use what is set up;
+#   4. any other source in the cache, or /work/scratch/pg15 (a development
+#      machine keeps one there);
+# and if there is none it exits with 77 (skip).
+# The test libraries (regress.so, and refint.so and autoinc.so from
+# contrib/spi) are built from that source against the installed server
+# headers.  A source tree of another 15.x minor release works too: the
+# comparison only counts tests that pass without bpext.
+#
+# The servers cannot run as root: run as root, the script prepares
+# everything, then runs the suites as the postgres user.
+#
+# Environment:
+#   PG_CONFIG                          default /usr/lib/postgresql/15/bin/pg_config
+#   BPEXT_PG_REGRESS_SHARED_BUFFERS    default 1MB (128 buffers for the
+#                                      suite's 20 concurrent sessions)
+#   BPEXT_PG_REGRESS_TIER_SIZE         default 256MB
+#   BPEXT_PG_REGRESS_CONF              more postgresql.conf lines, both runs
+#   BPEXT_PG_REGRESS_WORK              work directory (default: a new one
+#                                      under /tmp, removed unless KEEP=1)
+#   BPEXT_PG_REGRESS_ONLY              "with" to skip the run without bpext
+#
+# Exit status: 0 if bpext broke nothing, 1 if it did (the diffs are
+# printed), 77 if the source could not be found, 2 on a setup error.
+set -euo pipefail
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+shared_buffers=${BPEXT_PG_REGRESS_SHARED_BUFFERS:-1MB}
+tier_size=${BPEXT_PG_REGRESS_TIER_SIZE:-256MB}
+cache=${BPEXT_PG_SRC_CACHE:-/var/tmp/bpext-pg15-src}
+here=$(cd "$(dirname "$0")" && pwd)
+
+say() { echo "pg_regress_with_bpext: $*"; }
+die() { say "$*" >&2; exit 2; }
+
+bindir=$("$PG_CONFIG" --bindir)
+pg_regress=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress
+[ -x "$pg_regress" ] || die "no pg_regress at $pg_regress (install postgresql-server-dev-15)"
+
+# --- the source --------------------------------------------------------------------
+
+installed_version() {
+    dpkg-query -W -f='${Version}' postgresql-15 2>/dev/null
+}
+
+# An unpacked source tree: the given one, one of the installed version in
+# the cache, or (with "any") whatever there is.
+find_source() {
+    local want=${1:-} d upstream
+    upstream=$(installed_version | sed -E 's/-[^-]*$//')
+    local candidates=("${BPEXT_PG_SRC:-}" "$cache/postgresql-15-$upstream")
+    [ "$want" = any ] && candidates+=("$cache"/postgresql-15-* /work/scratch/pg15)
+    for d in "${candidates[@]}"; do
+        if [ -n "$d" ] && [ -f "$d/src/test/regress/parallel_schedule" ] &&
+               [ -f "$d/src/test/regress/regress.c" ]; then
+            echo "$d"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# apt-get source of the installed version (Debian's security and updates
+# suites carry the newest minor releases).
+fetch_source() {
+    local version
+    version=$(installed_version) ||
+        { say "postgresql-15 is not installed from Debian's packages"; return 1; }
+    if [ "$(id -u)" -eq 0 ]; then
+        if ! apt-cache showsrc postgresql-15 2>/dev/null | grep -qx "Version: $version"; then
+            # shellcheck disable=SC1091
+            . /etc/os-release
+            local codename=${VERSION_CODENAME:-bookworm} suites
+            suites="$codename-updates"
+            grep -rqsE '^(Types: .*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/ ||
+                suites="$codename $suites"
+            say "adding Debian's deb-src entries ($suites, $codename-security)"
+            cat > /etc/apt/sources.list.d/bpext-deb-src.sources <<EOF
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: $suites
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: $codename-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+            apt-get update -qq || true
+        fi
+        command -v dpkg-source >/dev/null ||
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >/dev/null
+    elif ! command -v dpkg-source >/dev/null; then
+        say "dpkg-source (dpkg-dev) is missing; run as root once to fetch the source"
+        return 1
+    fi
+    if ! mkdir -p "$cache" 2>/dev/null || ! [ -w "$cache" ]; then
+        say "cannot write to $cache to fetch the source"
+        return 1
+    fi
+    [ "$(id -u)" -eq 0 ] && chmod 755 "$cache"
+    say "apt-get source postgresql-15 into $cache"
+    # A mirror may list a version without serving it: then the newest it
+    # serves (another minor release of 15 works, see above).
+    local v
+    for v in "$version" $(apt-cache showsrc postgresql-15 2>/dev/null |
+                              sed -n 's/^Version: //p' | sort -rV | grep -vx "$version"); do
+        if (cd "$cache" && apt-get source -qq "postgresql-15=$v" >/dev/null 2>&1); then
+            say "fetched the source of postgresql-15 $v"
+            return 0
+        fi
+        say "apt-get source postgresql-15=$v failed"
+    done
+    return 1
+}
+
+# --- the run, as a user that may run servers ------------------------------------------
+
+run_suites() {
+    local work=$1 src=$2
+    local mode status=0
+    local regressdir=$src/src/test/regress
+
+    for mode in without with; do
+        [ "${BPEXT_PG_REGRESS_ONLY:-}" = with ] && [ "$mode" = without ] && continue
+        local dir=$work/$mode
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        "$bindir/initdb" -D "$dir/data" -A trust --no-locale -E UTF8 >"$dir/initdb.log" 2>&1 ||
+            { cat "$dir/initdb.log"; die "initdb failed"; }
+        cat >>"$dir/data/postgresql.conf" <<EOF
+listen_addresses = ''
+unix_socket_directories = '$dir'
+port = 5432
+shared_buffers = '$shared_buffers'
+max_connections = 40
+fsync = off
+autovacuum = on
+log_line_prefix = '%m [%p] %q%a '
+EOF
+        if [ "$mode" = with ]; then
+            cat >>"$dir/data/postgresql.conf" <<EOF
+shared_preload_libraries = 'bpext'
+bpext.path = '$dir/bpext.tier'
+bpext.size = '$tier_size'
+bpext.max_size = '$tier_size'
+EOF
+        fi
+        [ -n "${BPEXT_PG_REGRESS_CONF:-}" ] &&
+            printf '%s\n' "$BPEXT_PG_REGRESS_CONF" >>"$dir/data/postgresql.conf"
+        "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
+            { tail -20 "$dir/server.log"; die "the $mode-bpext server did not start"; }
+
+        say "running the core regression suite $mode bpext (shared_buffers $shared_buffers)"
+        local start=$SECONDS
+        "$pg_regress" --host="$dir" --port=5432 \
+            --inputdir="$regressdir" --outputdir="$dir/out" \
+            --bindir="$bindir" --dlpath="$work/lib" \
+            --max-concurrent-tests=20 \
+            --schedule="$regressdir/parallel_schedule" >"$dir/pg_regress.out" 2>&1 || true
+        say "$mode bpext: $((SECONDS - start)) s; $(grep -E '^(# )?(All|[0-9]+ of) [0-9]+ tests' "$dir/pg_regress.out" | head -1)"
+
+        if [ "$mode" = with ]; then
+            "$bindir/psql" -h "$dir" -p 5432 -d postgres -XAtq \
+                -c "CREATE EXTENSION IF NOT EXISTS bpext" \
+                -c "SELECT state, extension_page_reads, extension_page_writes, crc_failures, io_errors
+                      FROM bpext_configuration, bpext_stats" >"$dir/tier.out" 2>&1 || true
+        fi
+        "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
+    done
+
+    # Compare.
+    local parse='s/^[ #]*(test |parallel group \([0-9]+ tests\): )?[ ]*([A-Za-z0-9_]+)[ ]+\.\.\. (ok|FAILED|failed \(ignored\)).*/\2 \3/p'
+    sed -nE "$parse" "$work/with/pg_regress.out" | sort >"$work/with.results"
+    local total failed_with
+    total=$(wc -l <"$work/with.results")
+    failed_with=$(awk '$2 != "ok" { print $1 }' "$work/with.results" | sort)
+    if [ "$total" -lt 100 ]; then
+        say "only $total test results with bpext (did the suite run?):"
+        tail -30 "$work/with/pg_regress.out"
+        status=1
+    fi
+    local failed_without=""
+    if [ -f "$work/without/pg_regress.out" ]; then
+        sed -nE "$parse" "$work/without/pg_regress.out" | sort >"$work/without.results"
+        failed_without=$(awk '$2 != "ok" { print $1 }' "$work/without.results" | sort)
+        say "without bpext: $(wc -l <"$work/without.results") tests, failed: ${failed_without:-none}" | tr '\n' ' '
+        echo
+    fi
+    say "with bpext: $total tests, failed: ${failed_with:-none}" | tr '\n' ' '
+    echo
+    local newly
+    newly=$(comm -23 <(echo "$failed_with" | sed '/^$/d') <(echo "$failed_without" | sed '/^$/d'))
+    if [ -n "$newly" ]; then
+        say "FAIL: tests failing only with bpext: $(echo "$newly" | tr '\n' ' ')"
+        [ -f "$work/with/out/regression.diffs" ] && head -300 "$work/with/out/regression.diffs"
+        status=1
+    else
+        say "no test fails with bpext that passes without it"
+    fi
+
+    # The tier was used, and nothing went wrong with it or the server.
+    local state reads writes crc ioerr
+    IFS='|' read -r state reads writes crc ioerr <"$work/with/tier.out" || true
+    say "tier: state ${state:-?}, ${reads:-?} pages read from it, ${writes:-?} written, ${crc:-?} checksum failures, ${ioerr:-?} I/O errors"
+    if [ "${state:-}" != 5 ] || [ "${reads:-0}" -lt 1000 ] || [ "${crc:-1}" != 0 ] || [ "${ioerr:-1}" != 0 ]; then
+        say "FAIL: the tier was not enabled and serving reads without errors throughout"
+        cat "$work/with/tier.out"
+        status=1
+    fi
+    if grep -E 'bpext tier disabled after an error|bpext could not|PANIC|TRAP:|was terminated by signal' "$work/with/server.log" | head -20 | grep -q .; then
+        say "FAIL: the log of the run with bpext shows a tier error or a crash:"
+        grep -E 'bpext tier disabled after an error|bpext could not|PANIC|TRAP:|was terminated by signal' "$work/with/server.log" | head -20
+        status=1
+    fi
+    [ "$status" -eq 0 ] && say "PASS"
+    return "$status"
+}
+
+# --- main ----------------------------------------------------------------------------
+
+if [ "${1:-}" = --run-only ]; then
+    run_suites "$2" "$3"
+    exit $?
+fi
+
+# --prepare (test/install-deps.sh, as root): make sure a source tree is
+# there for later runs as postgres, fetching it only if there is none.
+# Never fails.
+if [ "${1:-}" = --prepare ]; then
+    if src=$(find_source any); then
+        say "regression suite source: $src"
+    else
+        fetch_source || true
+        src=$(find_source any) && say "regression suite source: $src" ||
+            say "no regression suite source; test/t/106_pg_regress.pl will be skipped"
+    fi
+    exit 0
+fi
+
+src=$(find_source) || { fetch_source && src=$(find_source); } || src=$(find_source any) ||
+    { say "SKIP: no PostgreSQL 15 source for the regression suite"; exit 77; }
+say "regression suite from $src"
+
+work=${BPEXT_PG_REGRESS_WORK:-$(mktemp -d /tmp/bpext-pg-regress.XXXXXX)}
+mkdir -p "$work/lib"
+cleanup() { [ "${KEEP:-0}" = 1 ] || [ -n "${BPEXT_PG_REGRESS_WORK:-}" ] || rm -rf "$work"; }
+trap cleanup EXIT
+
+# The test libraries, against the installed server headers.
+cc=${CC:-cc}
+inc=$("$PG_CONFIG" --includedir-server)
+build() {
+    local out=$1; shift
+    "$cc" -O2 -fPIC -shared -I"$inc" "$@" -o "$work/lib/$out" ||
+        die "could not build $out"
+}
+build regress.so "$src/src/test/regress/regress.c"
+build refint.so -DREFINT_VERBOSE "$src/contrib/spi/refint.c"
+build autoinc.so "$src/contrib/spi/autoinc.c"
+
+if [ "$(id -u)" -eq 0 ]; then
+    chmod 755 "$work"
+    chown -R postgres "$work"
+    status=0
+    runuser -u postgres -- "$here/pg_regress_with_bpext.sh" --run-only "$work" "$src" || status=$?
+    exit "$status"
+fi
+run_suites "$work" "$src"

@@ -1,0 +1,203 @@
+
+# Copyright (c) 2026, bpext developers
+
+# A primary and a streaming hot standby, both preloading bpext with a tier
+# configured (each its own file).  While the standby replays WAL its tier
+# stays out of the way: no tier file, no worker, state 0, nothing read from
+# or stored in it, bpext_prewarm refused with a clear error; and hot-standby
+# reads return exactly what the primary committed, under eviction pressure,
+# while pgbench writes on the primary and through CREATE DATABASE (both
+# strategies) and DROP DATABASE being replayed.  After promotion the
+# standby's worker starts, its tier is enabled (state 5) and serves reads,
+# and the contents are still right.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use BpextTest;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $nrows = 40000;    # about 9MB
+
+my $primary = bpext_init_node('primary', tier_size => '64MB', max_size => '64MB',
+	init => { allows_streaming => 1 }, conf => "log_statement = none\n");
+my $primary_tier = bpext_tier_path($primary);
+$primary->start;
+bpext_setup($primary);
+bpext_load_table($primary, 'postgres', 't', $nrows);
+$primary->command_ok([ 'pgbench', '-i', '-q', '-s', '2', 'postgres' ],
+	'pgbench -i on the primary');
+$primary->safe_psql('postgres', 'CREATE DATABASE tmpl');
+$primary->safe_psql('tmpl', 'CREATE EXTENSION bpext');
+bpext_create_helpers($primary, 'tmpl');
+bpext_load_table($primary, 'tmpl', 'dt', 5000, 1);
+
+$primary->backup('base');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($primary, 'base', has_streaming => 1);
+my $standby_tier = $standby->basedir . '/bpext.tier';
+# The backup carries the primary's settings: give the standby its own file.
+$standby->append_conf('postgresql.conf', "bpext.path = '$standby_tier'\n");
+$standby->{bpext_tier_path} = $standby_tier;
+$standby->start;
+$primary->wait_for_catchup($standby);
+
+isnt($standby_tier, $primary_tier, 'primary and standby have their own tier files');
+is($standby->safe_psql('postgres', 'SELECT pg_is_in_recovery()'), 't',
+	'the standby is in recovery');
+
+# The standby's tier is out of the way while it replays.
+sub standby_tier_unused
+{
+	my ($name) = @_;
+	my $cfg = bpext_config($standby);
+	is($cfg->{state}, 0, "$name: standby tier state 0");
+	is($cfg->{allocated_pages}, 0, "$name: standby tier holds nothing");
+	my $s = bpext_stats($standby);
+	is($s->{extension_page_reads}, 0, "$name: standby read nothing from its tier");
+	is($s->{lookups}, 0, "$name: standby did not even look its tier up");
+	is($s->{extension_page_writes}, 0, "$name: standby stored nothing in its tier");
+	ok(!-e $standby_tier, "$name: no standby tier file");
+	is(bpext_worker_pid($standby), undef, "$name: no bpext worker on the standby");
+	return;
+}
+
+standby_tier_unused('after start');
+is(bpext_config($primary)->{state}, 5, 'the primary tier is enabled');
+
+my ($ret, $out, $err) =
+  $standby->psql('postgres', "SELECT bpext_prewarm('t')");
+like($err, qr/the bpext tier is not used during recovery/,
+	'bpext_prewarm on the standby: clear error');
+
+# --- hot-standby reads during replay ---------------------------------------------
+# pgbench writes on the primary the whole time; "t" is changed in known
+# ways, round by round, and read on the standby under eviction pressure.
+my ($pgb_out, $pgb_err) = ('', '');
+my $pgbench = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '2', '-j', '1', '-T', '600',
+	  $primary->connstr('postgres') ],
+	'>', \$pgb_out, '2>', \$pgb_err);
+
+my $ver = '0';
+for my $round (1 .. 4)
+{
+	my $mod = $round + 1;
+	$primary->safe_psql('postgres', qq{
+		UPDATE t SET ver = ver + $round, v = bpext_expected_v(id, ver + $round)
+		 WHERE id % $mod = 0;
+	});
+	$ver = "($ver) + CASE WHEN id % $mod = 0 THEN $round ELSE 0 END";
+	$primary->safe_psql('postgres', 'CHECKPOINT') if $round % 2;
+	$primary->wait_for_catchup($standby);
+
+	# The primary's tier serves the same reads.
+	bpext_evict_shared_buffers($primary);
+	bpext_check_table($primary, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'index', name => "round $round, primary");
+
+	bpext_evict_shared_buffers($standby);
+	bpext_check_table($standby, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'index', name => "round $round, standby");
+	bpext_check_lookups($standby, 'postgres', 't', rows => $nrows, ver => $ver,
+		lookups => 3000, seed => $round, name => "round $round, standby");
+	bpext_check_table($standby, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'seq', name => "round $round, standby");
+}
+standby_tier_unused('during replay');
+cmp_ok(bpext_stat($primary, 'extension_page_reads'), '>', 1000,
+	'meanwhile the primary read from its tier');
+
+# --- CREATE / DROP DATABASE replayed -----------------------------------------------
+for my $strategy ('WAL_LOG', 'FILE_COPY')
+{
+	for my $gen (1 .. 2)
+	{
+		my $name = "CREATE DATABASE STRATEGY $strategy, generation $gen";
+		$primary->safe_psql('postgres',
+			"CREATE DATABASE rdb TEMPLATE tmpl STRATEGY $strategy");
+		# Each incarnation gets other contents.
+		my $v = 10 * $gen;
+		$primary->safe_psql('rdb',
+			"UPDATE dt SET ver = $v, v = bpext_expected_v(id, $v) WHERE id % 2 = 0");
+		$primary->wait_for_catchup($standby);
+		bpext_evict_shared_buffers($standby);
+		bpext_check_table($standby, 'rdb', 'dt', rows => 5000,
+			ver => "CASE WHEN id % 2 = 0 THEN $v ELSE 1 END",
+			scan => 'index', name => "$name, on the standby");
+		bpext_check_table($standby, 'tmpl', 'dt', rows => 5000, ver => '1',
+			name => "$name, template on the standby");
+		$primary->safe_psql('postgres', 'DROP DATABASE rdb');
+		$primary->wait_for_catchup($standby);
+		is($standby->safe_psql('postgres',
+				"SELECT count(*) FROM pg_database WHERE datname = 'rdb'"),
+			'0', "$name: DROP DATABASE replayed");
+	}
+}
+standby_tier_unused('after databases were created and dropped');
+
+# pgbench's invariants, read on the standby at a consistent point.
+$pgbench->kill_kill;
+$pgbench->finish;
+$primary->wait_for_catchup($standby);
+my ($a, $tl, $b, $h) = split /\|/, bpext_tpcb_check($standby, 'postgres');
+ok($a == $tl && $tl == $b && $b == $h,
+	"TPC-B invariants on the standby ($a, $tl, $b, $h)");
+cmp_ok($h, '!=', 0, 'pgbench changed balances');
+is(bpext_tpcb_check($primary, 'postgres'), "$a|$tl|$b|$h",
+	'the standby has what the primary has');
+
+# --- promotion ------------------------------------------------------------------------
+my $offset = -s $standby->logfile;
+$standby->promote;
+ok($standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()'),
+	'standby promoted');
+ok(bpext_wait_for_state($standby, 'enabled'), 'promoted: tier enabled (state 5)');
+ok(bpext_worker_pid($standby), 'promoted: the bpext worker runs');
+my $cfg = bpext_config($standby);
+is($cfg->{path}, $standby_tier, 'promoted: its own tier file');
+is($cfg->{current_size_in_kb}, 64 * 1024, 'promoted: tier size');
+is(bpext_file_size($standby_tier), 64 * 1024 * 1024, 'promoted: file size');
+is(bpext_file_mode($standby_tier), 0600, 'promoted: file mode 0600');
+ok($standby->log_contains(qr/LOG:  bpext tier enabled: "\Q$standby_tier\E"/, $offset),
+	'promoted: tier enabled logged');
+
+# Reads served by the new primary's tier, and right.
+$standby->safe_psql('postgres',
+	"SELECT bpext_prewarm('t'), bpext_prewarm('t_pkey'), bpext_prewarm('pgbench_accounts')");
+bpext_evict_shared_buffers($standby);
+my $before = bpext_stat($standby, 'extension_page_reads');
+bpext_check_table($standby, 'postgres', 't', rows => $nrows, ver => $ver,
+	scan => 'index', name => 'promoted, through the tier');
+bpext_check_lookups($standby, 'postgres', 't', rows => $nrows, ver => $ver,
+	lookups => 3000, seed => 42, name => 'promoted, through the tier');
+is(bpext_tpcb_check($standby, 'postgres'), "$a|$tl|$b|$h",
+	'promoted: TPC-B sums through the tier');
+my $reads = bpext_stat($standby, 'extension_page_reads') - $before;
+cmp_ok($reads, '>', 1000, "promoted: the tier served $reads pages");
+
+# Writes on the promoted node go through its tier, too.
+$standby->safe_psql('postgres',
+	'UPDATE t SET ver = 99, v = bpext_expected_v(id, 99) WHERE id % 7 = 0; CHECKPOINT;');
+my $ver2 = "CASE WHEN id % 7 = 0 THEN 99 ELSE $ver END";
+bpext_evict_shared_buffers($standby);
+bpext_check_table($standby, 'postgres', 't', rows => $nrows, ver => $ver2,
+	scan => 'index', name => 'promoted, after writes');
+$standby->safe_psql('postgres', 'CREATE EXTENSION amcheck');
+is(bpext_amcheck($standby, 'postgres'), '', 'promoted: amcheck');
+
+my $s = bpext_stats($standby);
+is($s->{crc_failures} + $s->{io_errors}, 0, 'promoted: no tier errors');
+is(bpext_config($primary)->{state}, 5, 'the old primary tier is still enabled');
+is(bpext_count_in_log($primary, qr/WARNING:.*bpext/), 0, 'no bpext warning on the primary');
+is(bpext_count_in_log($standby, qr/WARNING:.*bpext/), 0, 'no bpext warning on the standby');
+
+$standby->stop;
+$primary->stop;
+done_testing();
