@@ -3,10 +3,13 @@
 MODULE_big = bpext
 OBJS = \
 	src/bpext.o \
+	src/buffer_ops.o \
 	src/db_hooks.o \
 	src/descriptors.o \
 	src/evict_push.o \
 	src/interpose.o \
+	src/prewarm.o \
+	src/scan_pool.o \
 	src/smgr_wrap.o \
 	src/sql_api.o \
 	src/stats.o \
@@ -14,6 +17,7 @@ OBJS = \
 	src/tier_file.o \
 	src/tier_io.o \
 	src/tier_map.o \
+	src/tier_scans.o \
 	src/worker.o
 
 EXTENSION = bpext

@@ -139,6 +139,37 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'bpext_prewarm'
 LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
 
+-- DBCC DROPCLEANBUFFERS: shared buffers and the tier, for cold-cache tests.
+CREATE FUNCTION bpext_drop_clean_buffers()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'bpext_drop_clean_buffers'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- DBCC FLUSH: write a database's dirty buffers.
+CREATE FUNCTION bpext_flush(database name DEFAULT current_database())
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'bpext_flush'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+-- Recent buffer and tier scans: SQL Server's buffer_pool_scan_complete.
+CREATE FUNCTION bpext_scan_history_1_0(
+    OUT scan_id bigint,
+    OUT command text,
+    OUT operation text,
+    OUT database_id oid,
+    OUT scanned_buffers bigint,
+    OUT total_iterated_buffers bigint,
+    OUT parallel_tasks integer,
+    OUT elapsed_ms double precision,
+    OUT wait_ms double precision,
+    OUT finished_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'bpext_scan_history_1_0'
+LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
+CREATE VIEW bpext_scan_history AS
+    SELECT * FROM bpext_scan_history_1_0();
+
 -- ALTER SERVER CONFIGURATION SET BUFFER POOL EXTENSION ON / OFF, online.
 CREATE FUNCTION bpext_enable(path text DEFAULT NULL, size text DEFAULT NULL)
 RETURNS text
@@ -160,16 +191,23 @@ REVOKE ALL ON FUNCTION bpext_configuration_1_0() FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_stats_1_0() FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_database_stats_1_0() FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_buffer_descriptors(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION bpext_scan_history_1_0() FROM PUBLIC;
 REVOKE ALL ON bpext_configuration, bpext_stats, bpext_database_stats,
-    bpext_buffer_descriptors, bpext_relation_buffers FROM PUBLIC;
+    bpext_buffer_descriptors, bpext_relation_buffers, bpext_scan_history
+    FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION bpext_configuration_1_0() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION bpext_stats_1_0() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION bpext_database_stats_1_0() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION bpext_buffer_descriptors(boolean) TO pg_monitor;
+GRANT EXECUTE ON FUNCTION bpext_scan_history_1_0() TO pg_monitor;
 GRANT SELECT ON bpext_configuration, bpext_stats, bpext_database_stats,
-    bpext_buffer_descriptors, bpext_relation_buffers TO pg_monitor;
+    bpext_buffer_descriptors, bpext_relation_buffers, bpext_scan_history
+    TO pg_monitor;
 
 REVOKE ALL ON FUNCTION bpext_stats_reset() FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_enable(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_disable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_resize(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION bpext_drop_clean_buffers() FROM PUBLIC;
+REVOKE ALL ON FUNCTION bpext_flush(name) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION bpext_flush(name) TO pg_checkpoint;

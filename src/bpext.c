@@ -31,6 +31,7 @@
 #include "bpext.h"
 #include "db_hooks.h"
 #include "descriptors.h"
+#include "scan_pool.h"
 #include "smgr_wrap.h"
 #include "stats.h"
 #include "tier_file.h"
@@ -179,6 +180,55 @@ define_settings(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomIntVariable("bpext.scan_workers",
+							"Background workers that run buffer and tier scans in parallel; -1 sizes the pool to the machine.",
+							"-1 means one per CPU, at most 8 and at most half of max_worker_processes less one.",
+							&bpext_scan_workers,
+							-1,
+							-1, 64,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bpext.parallel_scan",
+							 "Split buffer and tier scans over the scan workers.",
+							 "Off makes every scan serial, like the trace flag that turns off SQL Server's parallel buffer pool scan.",
+							 &bpext_parallel_scan,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.scan_task_buffers",
+							"Buffers or tier pages per parallel scan task.",
+							"Scans over fewer than twice this many run serially.",
+							&bpext_scan_task_buffers,
+							16384,
+							64, INT_MAX / 2,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.log_scan_min_duration",
+							"Log buffer and tier scans that take at least this long; -1 disables.",
+							NULL,
+							&bpext_log_scan_min_duration_ms,
+							10000,
+							-1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.scan_task_delay",
+							"Developer option: scan workers sleep this long before each task.",
+							"For testing query cancellation and the loss of a worker during a scan.",
+							&bpext_scan_task_delay_ms,
+							0,
+							0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("bpext");
 }
 
@@ -190,6 +240,7 @@ bpext_shmem_size(void)
 	size = add_size(size, tier_map_shmem_size(startup_max_slots));
 	size = add_size(size, bpext_stats_shmem_size());
 	size = add_size(size, bpext_descriptors_shmem_size());
+	size = add_size(size, bpext_scan_pool_shmem_size());
 	return size;
 }
 
@@ -200,6 +251,7 @@ bpext_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(bpext_shmem_size());
 	RequestNamedLWLockTranche("bpext", tier_map_lwlock_count() + 1);
+	RequestNamedLWLockTranche("bpext scan pool", 1);
 }
 
 static void
@@ -227,6 +279,7 @@ bpext_shmem_startup(void)
 	tier_map_shmem_init(startup_max_slots, found);
 	bpext_stats_shmem_init(found);
 	bpext_descriptors_shmem_init(found);
+	bpext_scan_pool_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -256,6 +309,7 @@ _PG_init(void)
 	bpext_install_smgr_wrappers();
 	bpext_install_db_hooks();
 	bpext_register_worker();
+	bpext_register_scan_workers();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = bpext_shmem_request;

@@ -9,9 +9,10 @@
  * own protocol:
  *
  *	- state, map_epoch and file_incarnation are atomics read without a lock
- *	  on every smgr call; they are only ever changed by the bpext worker
- *	  (tier_control.c), which is the one process that opens, creates,
- *	  resizes and closes the tier file.
+ *	  on every smgr call; state and file_incarnation are only ever changed
+ *	  by the bpext worker (tier_control.c), which is the one process that
+ *	  opens, creates, resizes and closes the tier file.  map_epoch is also
+ *	  bumped by bpext_drop_clean_buffers (tier_map_begin_drop).
  *	- path, size and error fields describe the tier for the views; they are
  *	  written by the worker and read by anyone, under control_lock.
  *	- the counters live in stats.c, one slot per process.

@@ -37,6 +37,7 @@
 #include "bpext.h"
 #include "db_hooks.h"
 #include "tier_map.h"
+#include "tier_scans.h"
 
 static object_access_hook_type prev_object_access_hook = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility_hook = NULL;
@@ -107,17 +108,21 @@ bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
 					  ParamListInfo params, QueryEnvironment *queryEnv,
 					  DestReceiver *dest, QueryCompletion *qc)
 {
-	if (BpextCtl != NULL && moves_database(pstmt->utilityStmt))
-	{
-		Oid			dbid = get_database_oid(((AlterDatabaseStmt *) pstmt->utilityStmt)->dbname,
-											true);
+	Node	   *parsetree = pstmt->utilityStmt;
+	Oid			removed_db = InvalidOid;	/* whose files go away */
 
-		if (OidIsValid(dbid))
+	if (BpextCtl != NULL && moves_database(parsetree))
+	{
+		removed_db = get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname,
+									  true);
+		if (OidIsValid(removed_db))
 		{
-			tier_map_invalidate_database(dbid);
-			remember_database(dbid);
+			tier_map_invalidate_database(removed_db);
+			remember_database(removed_db);
 		}
 	}
+	else if (BpextCtl != NULL && IsA(parsetree, DropdbStmt))
+		removed_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 
 	PG_TRY();
 	{
@@ -135,6 +140,14 @@ bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
 			invalidate_touched_databases();
 	}
 	PG_END_TRY();
+
+	/*
+	 * The database's tier pages are dead already; give their slots back now,
+	 * as SQL Server scans its buffer pool at DROP DATABASE, rather than
+	 * leave it to the tier worker.
+	 */
+	if (OidIsValid(removed_db) && bpext_tier_enabled())
+		bpext_tier_sweep_dead(removed_db);
 }
 
 void

@@ -43,6 +43,7 @@
 
 #include "bpext.h"
 #include "descriptors.h"
+#include "scan_pool.h"
 #include "tier_file.h"
 #include "tier_map.h"
 
@@ -217,7 +218,7 @@ page_type_datum(const char *type)
 }
 
 static void
-put_row(ReturnSetInfo *rsinfo, const DescriptorRow *row)
+put_row(BpextScan *scan, const DescriptorRow *row)
 {
 	Datum		values[DESCRIPTOR_COLUMNS];
 	bool		nulls[DESCRIPTOR_COLUMNS] = {0};
@@ -260,63 +261,62 @@ put_row(ReturnSetInfo *rsinfo, const DescriptorRow *row)
 	values[i++] = Int32GetDatum(row->pins);
 	Assert(i == DESCRIPTOR_COLUMNS);
 
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	bpext_scan_emit(scan, values, nulls);
 }
 
-/* The shared-buffer rows. */
+/* The row of shared buffer i, if it holds a valid page. */
 static void
-put_shared_buffers(ReturnSetInfo *rsinfo)
+put_shared_buffer(BpextScan *scan, int i)
 {
 	char		copy[BLCKSZ];
-	int			i;
+	BufferDesc *desc = GetBufferDescriptor(i);
+	const char *page = BufferBlocks + (Size) i * BLCKSZ;
+	DescriptorRow row;
+	BufferTag	tag;
+	uint32		state;
+	bool		unchanged;
 
-	memset(copy, 0, sizeof(copy));
-	for (i = 0; i < NBuffers; i++)
+	bpext_scan_count(scan, 0, 1);
+	state = LockBufHdr(desc);
+	if ((state & (BM_VALID | BM_TAG_VALID)) != (BM_VALID | BM_TAG_VALID))
 	{
-		BufferDesc *desc = GetBufferDescriptor(i);
-		const char *page = BufferBlocks + (Size) i * BLCKSZ;
-		DescriptorRow row;
-		BufferTag	tag;
-		uint32		state;
-		bool		unchanged;
-
-		state = LockBufHdr(desc);
-		if ((state & (BM_VALID | BM_TAG_VALID)) != (BM_VALID | BM_TAG_VALID))
-		{
-			UnlockBufHdr(desc, state);
-			continue;
-		}
-		tag = desc->tag;
 		UnlockBufHdr(desc, state);
-
-		/* Header and special space only: what classify_page looks at. */
-		memcpy(copy, page, SizeOfPageHeaderData);
-		memcpy(copy + BLCKSZ - 16, page + BLCKSZ - 16, 16);
-
-		state = LockBufHdr(desc);
-		unchanged = (state & BM_VALID) && BUFFERTAGS_EQUAL(tag, desc->tag);
-		UnlockBufHdr(desc, state);
-		if (!unchanged)
-			continue;
-
-		memset(&row, 0, sizeof(row));
-		row.in_tier = false;
-		row.bufferid = i + 1;
-		row.rfile = BPEXT_BUFTAG_RELFILE(tag);
-		row.fork = BPEXT_BUFTAG_FORK(tag);
-		row.block = BPEXT_BUFTAG_BLOCK(tag);
-		row.dirty = (state & BM_DIRTY) != 0;
-		row.usage = BUF_STATE_GET_USAGECOUNT(state);
-		row.pins = BUF_STATE_GET_REFCOUNT(state);
-		row.has_read_time = true;
-		row.read_us = pg_atomic_read_u32(&buffer_read_us[i]);
-		row.has_facts = true;
-		row.facts = classify_page(copy, row.fork);
-		put_row(rsinfo, &row);
+		return;
 	}
+	tag = desc->tag;
+	UnlockBufHdr(desc, state);
+
+	/* Header and special space only: what classify_page looks at. */
+	memcpy(copy, page, SizeOfPageHeaderData);
+	memcpy(copy + BLCKSZ - 16, page + BLCKSZ - 16, 16);
+
+	state = LockBufHdr(desc);
+	unchanged = (state & BM_VALID) && BUFFERTAGS_EQUAL(tag, desc->tag);
+	UnlockBufHdr(desc, state);
+	if (!unchanged)
+		return;
+
+	memset(&row, 0, sizeof(row));
+	row.in_tier = false;
+	row.bufferid = i + 1;
+	row.rfile = BPEXT_BUFTAG_RELFILE(tag);
+	row.fork = BPEXT_BUFTAG_FORK(tag);
+	row.block = BPEXT_BUFTAG_BLOCK(tag);
+	row.dirty = (state & BM_DIRTY) != 0;
+	row.usage = BUF_STATE_GET_USAGECOUNT(state);
+	row.pins = BUF_STATE_GET_REFCOUNT(state);
+	row.has_read_time = true;
+	row.read_us = pg_atomic_read_u32(&buffer_read_us[i]);
+	row.has_facts = true;
+	row.facts = classify_page(copy, row.fork);
+	put_row(scan, &row);
+	bpext_scan_count(scan, 1, 0);
 }
 
-/* Tier rows are collected first: no tier I/O under the map's locks. */
+/*
+ * Tier rows are collected first, one map piece at a time: no tier I/O
+ * under the map's locks.  The array is kept for the next piece.
+ */
 typedef struct TierRows
 {
 	TierPageInfo *pages;
@@ -338,21 +338,26 @@ collect_tier_page(const TierPageInfo *info, void *arg)
 	rows->pages[rows->n++] = *info;
 }
 
+/* The rows of one piece of the tier map. */
 static void
-put_tier_pages(ReturnSetInfo *rsinfo, bool with_contents)
+put_tier_piece(BpextScan *scan, uint32 piece, bool with_contents)
 {
-	TierRows	rows;
-	char	   *page = NULL;
+	static TierRows rows = {NULL, 0, 0};
+	static char *page = NULL;
 	int			i;
 
-	rows.capacity = Max(1024, tier_map_used_slots() + 64);
+	if (rows.pages == NULL)
+	{
+		rows.capacity = 1024;
+		rows.pages = MemoryContextAllocHuge(TopMemoryContext,
+											sizeof(TierPageInfo) * rows.capacity);
+		page = (char *) TYPEALIGN(TIER_IO_ALIGN,
+								  MemoryContextAlloc(TopMemoryContext,
+													 BLCKSZ + TIER_IO_ALIGN));
+	}
 	rows.n = 0;
-	rows.pages = palloc_extended(sizeof(TierPageInfo) * rows.capacity,
-								 MCXT_ALLOC_HUGE);
-	tier_map_foreach(collect_tier_page, &rows);
-
-	if (with_contents)
-		page = (char *) TYPEALIGN(TIER_IO_ALIGN, palloc(BLCKSZ + TIER_IO_ALIGN));
+	tier_map_foreach_piece(piece, collect_tier_page, &rows);
+	bpext_scan_count(scan, rows.n, rows.n);
 
 	for (i = 0; i < rows.n; i++)
 	{
@@ -376,24 +381,49 @@ put_tier_pages(ReturnSetInfo *rsinfo, bool with_contents)
 			row.has_facts = true;
 			row.facts = classify_page(page, info->fork);
 		}
-		put_row(rsinfo, &row);
+		put_row(scan, &row);
 	}
 }
 
 /*
+ * A unit of the descriptors scan: a shared buffer, or (past the buffers)
+ * a piece of the tier map.
+ */
+void
+bpext_descriptors_unit(BpextScan *scan, uint64 unit)
+{
+	const BpextScanArgs *args = bpext_scan_args(scan);
+
+	if (unit < args->buffer_units)
+		put_shared_buffer(scan, (int) unit);
+	else
+		put_tier_piece(scan, (uint32) (unit - args->buffer_units),
+					   args->with_contents);
+}
+
+/*
  * bpext_buffer_descriptors_1_0(with_contents bool): every page in shared
- * buffers, then every page in the tier.
+ * buffers, then every page in the tier, listed by a scan over the worker
+ * pool.
  */
 Datum
 bpext_buffer_descriptors_1_0(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	bool		with_contents = PG_GETARG_BOOL(0);
+	BpextScanSpec spec;
+	BpextScanResult result;
 
 	bpext_require_preloaded();
 	InitMaterializedSRF(fcinfo, 0);
-	put_shared_buffers(rsinfo);
-	if (bpext_tier_enabled())
-		put_tier_pages(rsinfo, with_contents);
+
+	memset(&spec, 0, sizeof(spec));
+	spec.record_if_idle = true;
+	spec.op = BPEXT_SCAN_DESCRIPTORS;
+	spec.args.dbid = InvalidOid;
+	spec.args.with_contents = PG_GETARG_BOOL(0);
+	spec.args.buffer_units = NBuffers;
+	spec.rsinfo = rsinfo;
+	bpext_scan_buffers_and_tier(&spec);
+	bpext_scan_run(&spec, &result);
 	return (Datum) 0;
 }

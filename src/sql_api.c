@@ -2,8 +2,7 @@
  *
  * sql_api.c
  *	  SQL-callable functions: the configuration and counters behind the
- *	  views, prewarming a relation into the tier, and turning the tier on,
- *	  off and to another size online.
+ *	  views, and turning the tier on, off and to another size online.
  *
  * bpext_enable/bpext_disable/bpext_resize are SQL Server's ALTER SERVER
  * CONFIGURATION SET BUFFER POOL EXTENSION ON/OFF: they write bpext.path
@@ -25,9 +24,7 @@
 
 #include <signal.h>
 
-#include "access/relation.h"
 #include "access/xlog.h"
-#include "catalog/pg_class.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -39,23 +36,19 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
-#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "bpext.h"
-#include "tier_io.h"
 #include "tier_map.h"
 
 PG_FUNCTION_INFO_V1(bpext_configuration_1_0);
 PG_FUNCTION_INFO_V1(bpext_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_stats_reset);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_0);
-PG_FUNCTION_INFO_V1(bpext_prewarm);
 PG_FUNCTION_INFO_V1(bpext_enable);
 PG_FUNCTION_INFO_V1(bpext_disable);
 PG_FUNCTION_INFO_V1(bpext_resize);
 
-#define PREWARM_BATCH_PAGES		64
 #define APPLY_TIMEOUT_MS		30000
 
 void
@@ -236,101 +229,6 @@ bpext_database_stats_1_0(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
-}
-
-/*
- * bpext_prewarm(regclass, fork text) returns bigint
- *
- * Read a relation fork from its data file straight into the tier, as
- * pg_prewarm reads one into shared buffers.  Pages already in the tier are
- * skipped; returns the number of pages loaded.
- */
-Datum
-bpext_prewarm(PG_FUNCTION_ARGS)
-{
-	static TierBatch *batch = NULL;
-	Oid			relid = PG_GETARG_OID(0);
-	char	   *forkname = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	ForkNumber	fork = forkname_to_number(forkname);
-	Relation	rel;
-	SMgrRelation smgr;
-	AclResult	aclresult;
-	BlockNumber nblocks;
-	BlockNumber block;
-	int64		loaded = 0;
-
-	bpext_require_preloaded();
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the bpext tier is not used during recovery")));
-
-	rel = relation_open(relid, AccessShareLock);
-	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, get_relkind_objtype(rel->rd_rel->relkind),
-					   get_rel_name(relid));
-	if (RelationUsesLocalBuffers(rel))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("temporary relations are never cached in the bpext tier")));
-	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("relation \"%s\" has no storage",
-						RelationGetRelationName(rel))));
-	smgr = RelationGetSmgr(rel);
-	if (!smgrexists(smgr, fork))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("fork \"%s\" does not exist for relation \"%s\"",
-						forkname, RelationGetRelationName(rel))));
-	if (!bpext_tier_enabled())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the bpext tier is not enabled"),
-				 errhint("Enable it with SELECT bpext_enable('/path/to/file', '10GB').")));
-
-	if (batch == NULL)
-		batch = tier_batch_create(PREWARM_BATCH_PAGES, BPEXT_SOURCE_PREWARM);
-
-	nblocks = RelationGetNumberOfBlocksInFork(rel, fork);
-	PG_TRY();
-	{
-		for (block = 0; block < nblocks && bpext_tier_enabled(); block++)
-		{
-			const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(RelationGetSmgr(rel));
-			char	   *page;
-
-			/*
-			 * Reads are in block order, so the kernel's readahead turns them
-			 * into large requests; an explicit prefetch per block would
-			 * only cost one request per page.
-			 */
-			CHECK_FOR_INTERRUPTS();
-
-			if (tier_map_contains(rfile, fork, block))
-				continue;
-			page = tier_batch_begin(batch, rfile, fork, block);
-			if (page == NULL)
-				continue;
-			mdread(RelationGetSmgr(rel), fork, block, page);
-			tier_batch_add(batch, rfile, fork, block);
-			if (batch->npages == batch->capacity)
-				loaded += tier_batch_flush(batch);
-		}
-		loaded += tier_batch_flush(batch);
-	}
-	PG_CATCH();
-	{
-		/* The batch is static, so its state survived the longjmp. */
-		tier_batch_abandon(batch);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	relation_close(rel, AccessShareLock);
-	PG_RETURN_INT64(loaded);
 }
 
 /* ALTER SYSTEM SET name = value, from C. */

@@ -36,6 +36,7 @@
 #include "bpext.h"
 #include "tier_file.h"
 #include "tier_map.h"
+#include "tier_scans.h"
 
 /* The worker's hold on the file while the tier is enabled. */
 static int	worker_fd = -1;
@@ -235,7 +236,7 @@ resize_tier(uint32 nslots)
 	char		err[512];
 
 	if (nslots < worker_nslots)
-		tier_map_set_active_slots(nslots);
+		bpext_tier_shrink(worker_nslots, nslots);
 	if (!tier_file_resize(worker_fd, worker_nslots, nslots, err, sizeof(err)))
 	{
 		/* The old size still stands: growth failed before anything used it. */

@@ -206,45 +206,46 @@ tier_batch_create(int capacity, BpextAdmitSource source)
 /*
  * Take a ticket for the next page and return the buffer to copy it into,
  * or NULL if no ticket could be had.  The page is pending until it is
- * added or cancelled.
+ * added or cancelled.  Several pages may be pending at once (a run of
+ * blocks read with one call): they are added in the order they were
+ * begun.
  */
 char *
 tier_batch_begin(TierBatch *batch, const BpextRelFile *rfile,
 				 ForkNumber fork, BlockNumber block)
 {
-	int			i = batch->npages;
+	int			i = batch->npages + batch->pending;
 
-	Assert(i < batch->capacity && !batch->pending);
+	Assert(i < batch->capacity);
 	if (!tier_map_begin_admit(rfile, fork, block, &batch->tickets[i]))
 		return NULL;
-	batch->pending = true;
+	batch->pending++;
 	return batch->pages[i];
 }
 
-/* The pending page has been copied in. */
+/* The first pending page has been copied in. */
 void
 tier_batch_add(TierBatch *batch, const BpextRelFile *rfile, ForkNumber fork,
 			   BlockNumber block)
 {
 	int			i = batch->npages;
 
-	Assert(batch->pending);
+	Assert(batch->pending > 0);
 	batch->crcs[i] = tier_page_crc(rfile, fork, block, batch->pages[i]);
-	batch->pending = false;
+	batch->pending--;
 	batch->npages++;
 }
 
-/* The pending page will not be added after all. */
+/* The pending pages will not be added after all. */
 void
 tier_batch_cancel_pending(TierBatch *batch)
 {
-	Assert(batch->pending);
-	tier_map_cancel_admit(&batch->tickets[batch->npages]);
-	batch->pending = false;
+	for (; batch->pending > 0; batch->pending--)
+		tier_map_cancel_admit(&batch->tickets[batch->npages + batch->pending - 1]);
 }
 
 /*
- * Give back every ticket the batch holds, pending one included, without
+ * Give back every ticket the batch holds, pending ones included, without
  * writing anything (an error while filling it).
  */
 void
@@ -252,8 +253,7 @@ tier_batch_abandon(TierBatch *batch)
 {
 	int			i;
 
-	if (batch->pending)
-		tier_batch_cancel_pending(batch);
+	tier_batch_cancel_pending(batch);
 	for (i = 0; i < batch->npages; i++)
 		tier_map_cancel_admit(&batch->tickets[i]);
 	batch->npages = 0;
@@ -273,7 +273,7 @@ tier_batch_flush(TierBatch *batch)
 	int			run;
 	instr_time	start;
 
-	Assert(!batch->pending);
+	Assert(batch->pending == 0);
 	if (n == 0)
 		return 0;
 	if (!tier_file_ready())

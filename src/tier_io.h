@@ -16,13 +16,13 @@
 
 /*
  * A batch of page copies waiting to be written to the tier together.  Each
- * page has an admission ticket taken before it was copied; the next page,
- * while it is being copied, is "pending" (its ticket held, not yet added).
+ * page has an admission ticket taken before it was copied; pages being
+ * copied are "pending" (their tickets held, not yet added).
  */
 typedef struct TierBatch
 {
 	BpextAdmitSource source;	/* counted per source when published */
-	bool		pending;
+	int			pending;		/* pages begun, not yet added */
 	int			npages;
 	int			capacity;
 	char	  **pages;			/* capacity aligned page buffers */

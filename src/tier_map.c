@@ -42,9 +42,12 @@
  *	  sample both before copying a page and publish only if neither moved,
  *	  checked under the partition lock, so invalidation (bump, then unlink
  *	  under the same lock) and publication are serialised.
- *	- map_epoch (in BpextControl) is bumped by the worker whenever it takes
- *	  slots away wholesale (disable, error, shrink); publication checks it
- *	  too.
+ *	- map_epoch (in BpextControl) is bumped whenever slots are taken away
+ *	  wholesale (by the worker on disable, error and shrink, by
+ *	  bpext_drop_clean_buffers in any backend); publication checks it too.
+ *	  Whole-map walks go piece by piece (a sixteenth of a partition's
+ *	  buckets under its lock), so that a scan can be split over the worker
+ *	  pool.
  *
  * Nothing here raises an error or allocates memory: these functions run
  * inside smgr calls, some of them in critical sections.
@@ -66,6 +69,7 @@
 #include "tier_map.h"
 
 #define BPEXT_MAP_PARTITIONS	128
+#define BPEXT_MAP_PIECES_PER_PARTITION	16
 #define BPEXT_WRITE_COUNTERS	65536	/* power of two */
 
 /* Drop a relation's slots one by one on unlink if it has at most this many
@@ -1074,76 +1078,148 @@ wait_for_publishers(void)
 }
 
 /*
- * Unlink every slot that selects() picks (every slot if it is NULL),
- * partition by partition under the exclusive lock.  Returns how many.
+ * The map is walked in pieces so that a scan can be split over the worker
+ * pool (scan_pool.c): piece p covers a sixteenth of the buckets of
+ * partition p / BPEXT_MAP_PIECES_PER_PARTITION, so each piece takes one
+ * partition lock and the pieces of a partition are about equally long.
  */
+uint32
+tier_map_pieces(void)
+{
+	return BPEXT_MAP_PARTITIONS * BPEXT_MAP_PIECES_PER_PARTITION;
+}
+
+/* The partition of a piece and the bucket range it covers, as bucket
+ * numbers first, first + BPEXT_MAP_PARTITIONS, ... below end. */
+static int
+piece_buckets(uint32 piece, uint32 *first, uint32 *end)
+{
+	int			part = piece / BPEXT_MAP_PIECES_PER_PARTITION;
+	uint32		sub = piece % BPEXT_MAP_PIECES_PER_PARTITION;
+	uint32		per_part = Map->nbuckets / BPEXT_MAP_PARTITIONS;
+
+	/* nbuckets is a power of two of at least 16; partitions 128. */
+	if (per_part == 0)
+	{
+		*first = part;
+		*end = (sub == 0 && (uint32) part < Map->nbuckets) ? part + 1 : part;
+		return part;
+	}
+	*first = part + (sub * per_part / BPEXT_MAP_PIECES_PER_PARTITION) * BPEXT_MAP_PARTITIONS;
+	*end = part + ((sub + 1) * per_part / BPEXT_MAP_PIECES_PER_PARTITION) * BPEXT_MAP_PARTITIONS;
+	return part;
+}
+
+/*
+ * Unlink the slots of one piece that selects() picks (every slot if it is
+ * NULL), under the partition's exclusive lock.  Returns how many.
+ */
+static uint32
+unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
+{
+	uint32		removed = 0;
+	uint32		first;
+	uint32		end;
+	uint32		bucket;
+	LWLock	   *lock;
+
+	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
+	{
+		uint32		prev = TIER_INVALID_INDEX;
+		uint32		cur = Map->buckets[bucket];
+
+		while (cur != TIER_INVALID_INDEX)
+		{
+			uint32		next = Map->slots[cur].next;
+
+			if (selects != NULL && !selects(&Map->slots[cur]))
+				prev = cur;
+			else
+			{
+				if (slot_unhash_locked(cur, prev, bucket))
+					tier_map_free_slot(cur);
+				removed++;
+			}
+			cur = next;
+		}
+	}
+	LWLockRelease(lock);
+	return removed;
+}
+
+/*
+ * Unlink one piece's slots: all of them, or only the dead ones (whose
+ * relation's generation moved on).  Returns how many.
+ */
+uint32
+tier_map_unhash_piece(uint32 piece, bool dead_only)
+{
+	return unhash_piece_where(piece, dead_only ? slot_is_dead : NULL);
+}
+
 static uint32
 unhash_where(bool (*selects) (const TierSlot *s))
 {
 	uint32		removed = 0;
-	int			part;
+	uint32		piece;
 
-	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
-	{
-		LWLock	   *lock = &Map->partition_locks[part].lock;
-		uint32		bucket;
-
-		LWLockAcquire(lock, LW_EXCLUSIVE);
-		for (bucket = part; bucket < Map->nbuckets;
-			 bucket += BPEXT_MAP_PARTITIONS)
-		{
-			uint32		prev = TIER_INVALID_INDEX;
-			uint32		cur = Map->buckets[bucket];
-
-			while (cur != TIER_INVALID_INDEX)
-			{
-				uint32		next = Map->slots[cur].next;
-
-				if (selects != NULL && !selects(&Map->slots[cur]))
-					prev = cur;
-				else
-				{
-					if (slot_unhash_locked(cur, prev, bucket))
-						tier_map_free_slot(cur);
-					removed++;
-				}
-				cur = next;
-			}
-		}
-		LWLockRelease(lock);
-	}
+	for (piece = 0; piece < tier_map_pieces(); piece++)
+		removed += unhash_piece_where(piece, selects);
 	return removed;
+}
+
+/*
+ * Make every copy being admitted now fail to publish, and wait until no
+ * publication that started before is still under way: after this, what
+ * the map holds can be dropped piece by piece without a concurrent
+ * admission putting back a page sampled before the drop began.
+ */
+void
+tier_map_begin_drop(void)
+{
+	pg_atomic_fetch_add_u32(&BpextCtl->map_epoch, 1);
+	wait_for_publishers();
 }
 
 /* Empty the map (disable, error).  The caller has left ENABLED state. */
 void
 tier_map_clear(void)
 {
-	pg_atomic_fetch_add_u32(&BpextCtl->map_epoch, 1);
-	wait_for_publishers();
+	tier_map_begin_drop();
 	unhash_where(NULL);
 }
 
 /*
- * Change how many slots may be used.  Shrinking first stops new
- * publications into the slots being taken away, then drops what they
- * hold.
+ * Change how many slots may be used.  Shrinking stops new publications
+ * into the slots being taken away; the caller then empties them with
+ * tier_map_drop_slots (a scan over the worker pool, tier_control.c).
+ * Returns the old count.
  */
-void
+uint32
 tier_map_set_active_slots(uint32 nslots)
 {
 	uint32		old = pg_atomic_read_u32(&BpextCtl->active_slots);
-	uint32		slot;
 
 	Assert(nslots <= Map->max_slots);
 	pg_atomic_write_u32(&BpextCtl->active_slots, nslots);
-	if (nslots >= old)
-		return;
+	if (nslots < old)
+		tier_map_begin_drop();
+	return old;
+}
 
-	pg_atomic_fetch_add_u32(&BpextCtl->map_epoch, 1);
-	wait_for_publishers();
+/*
+ * Unlink the slots numbered first..end-1 that hold a page.  Returns how
+ * many did.
+ */
+uint32
+tier_map_drop_slots(uint32 first, uint32 end)
+{
+	uint32		dropped = 0;
+	uint32		slot;
 
-	for (slot = nslots; slot < old; slot++)
+	for (slot = first; slot < end && slot < Map->max_slots; slot++)
 	{
 		TierSlot   *s = &Map->slots[slot];
 		uint32		state = pg_atomic_read_u32(&s->state);
@@ -1151,7 +1227,6 @@ tier_map_set_active_slots(uint32 nslots)
 		LWLock	   *lock;
 		uint32		prev = TIER_INVALID_INDEX;
 		uint32		cur;
-
 		uint32		rel = s->rel;
 
 		if (!(state & SLOT_HASHED) || rel == TIER_INVALID_INDEX)
@@ -1167,12 +1242,14 @@ tier_map_set_active_slots(uint32 nslots)
 			{
 				if (slot_unhash_locked(slot, prev, bucket))
 					tier_map_free_slot(slot);
+				dropped++;
 				break;
 			}
 			prev = cur;
 		}
 		LWLockRelease(lock);
 	}
+	return dropped;
 }
 
 uint32
@@ -1182,67 +1259,76 @@ tier_map_used_slots(void)
 }
 
 /*
- * Unlink the dead slots (their relation's generation moved on) so that
- * they and their relation entries can be reused, and so that the counts
- * the views show are of live pages.  The worker runs this after
- * relation-level invalidations; until then dead slots are skipped by
- * lookups and taken first by the CLOCK hand.  Returns slots freed.
+ * Have relation-level invalidations left dead slots (their relation's
+ * generation moved on) since the last call?  The worker then unlinks them
+ * with tier_map_unhash_piece, so that they and their relation entries can
+ * be reused and the views count live pages only; until then lookups skip
+ * them and the CLOCK hand takes them first.
  */
-uint32
-tier_map_sweep_dead(void)
+bool
+tier_map_dead_slots_possible(void)
 {
 	static uint32 swept_bumps = 0;
 	uint32		bumps = pg_atomic_read_u32(&Map->generation_bumps.value);
 
 	if (bumps == swept_bumps)
-		return 0;
+		return false;
 	swept_bumps = bumps;
-	return unhash_where(slot_is_dead);
+	return true;
 }
 
 /*
- * Call fn for every current page in the tier, one partition at a time
- * under its lock held shared.  fn must not take map locks; it may
- * allocate (an error releases the lock when the transaction aborts).
+ * Call fn for every current page of one piece of the map, under the
+ * partition's lock held shared.  fn must not take map locks; it may
+ * allocate (an error releases the lock on abort or exit).
  */
+void
+tier_map_foreach_piece(uint32 piece,
+					   void (*fn) (const TierPageInfo *info, void *arg),
+					   void *arg)
+{
+	uint32		now = map_clock();
+	uint32		first;
+	uint32		end;
+	uint32		bucket;
+	LWLock	   *lock;
+
+	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
+	LWLockAcquire(lock, LW_SHARED);
+	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
+	{
+		uint32		cur;
+
+		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+			 cur = Map->slots[cur].next)
+		{
+			TierSlot   *s = &Map->slots[cur];
+			TierRel    *r = &Map->rels[s->rel];
+			uint32		state = pg_atomic_read_u32(&s->state);
+			TierPageInfo info;
+
+			if (!slot_is_current(s))
+				continue;
+			info.slot = cur;
+			info.rfile = r->rfile;
+			info.fork = r->fork;
+			info.block = s->block;
+			info.crc = s->crc;
+			info.usage = SLOT_USAGE(state);
+			info.pins = SLOT_REFCOUNT(state);
+			info.unreferenced_seconds = now - Min(now, s->last_access);
+			fn(&info, arg);
+		}
+	}
+	LWLockRelease(lock);
+}
+
+/* The same over the whole map, one piece at a time. */
 void
 tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg), void *arg)
 {
-	uint32		now = map_clock();
-	int			part;
+	uint32		piece;
 
-	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
-	{
-		LWLock	   *lock = &Map->partition_locks[part].lock;
-		uint32		bucket;
-
-		LWLockAcquire(lock, LW_SHARED);
-		for (bucket = part; bucket < Map->nbuckets;
-			 bucket += BPEXT_MAP_PARTITIONS)
-		{
-			uint32		cur;
-
-			for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
-				 cur = Map->slots[cur].next)
-			{
-				TierSlot   *s = &Map->slots[cur];
-				TierRel    *r = &Map->rels[s->rel];
-				uint32		state = pg_atomic_read_u32(&s->state);
-				TierPageInfo info;
-
-				if (!slot_is_current(s))
-					continue;
-				info.slot = cur;
-				info.rfile = r->rfile;
-				info.fork = r->fork;
-				info.block = s->block;
-				info.crc = s->crc;
-				info.usage = SLOT_USAGE(state);
-				info.pins = SLOT_REFCOUNT(state);
-				info.unreferenced_seconds = now - Min(now, s->last_access);
-				fn(&info, arg);
-			}
-		}
-		LWLockRelease(lock);
-	}
+	for (piece = 0; piece < tier_map_pieces(); piece++)
+		tier_map_foreach_piece(piece, fn, arg);
 }

@@ -67,9 +67,16 @@ extern void tier_map_invalidate_fork(const BpextRelFile *rfile,
 									 ForkNumber fork);
 extern void tier_map_invalidate_database(Oid dbid);
 
-/* Whole-map operations, run by the bpext worker. */
+/* Whole-map operations. */
 extern void tier_map_clear(void);
-extern void tier_map_set_active_slots(uint32 nslots);
+extern uint32 tier_map_set_active_slots(uint32 nslots);
+extern uint32 tier_map_drop_slots(uint32 first, uint32 end);
+extern void tier_map_begin_drop(void);
+extern bool tier_map_dead_slots_possible(void);
+
+/* Walking the map in pieces (scan_pool.c splits scans by piece). */
+extern uint32 tier_map_pieces(void);
+extern uint32 tier_map_unhash_piece(uint32 piece, bool dead_only);
 
 /* One current page of the tier, as the views see it. */
 typedef struct TierPageInfo
@@ -86,7 +93,9 @@ typedef struct TierPageInfo
 
 /* Figures for the views. */
 extern uint32 tier_map_used_slots(void);
-extern uint32 tier_map_sweep_dead(void);
+extern void tier_map_foreach_piece(uint32 piece,
+								   void (*fn) (const TierPageInfo *info, void *arg),
+								   void *arg);
 extern void tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg),
 							 void *arg);
 extern Size tier_map_bytes_per_slot(void);

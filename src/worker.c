@@ -37,6 +37,7 @@
 #include "evict_push.h"
 #include "tier_file.h"
 #include "tier_map.h"
+#include "tier_scans.h"
 #include "worker.h"
 
 /* How often the worker checks that the tier file is still there. */
@@ -170,7 +171,8 @@ bpext_worker_main(Datum main_arg)
 			TimestampDifferenceExceeds(last_check, now, FILE_CHECK_INTERVAL_MS))
 		{
 			bpext_tier_check_file();
-			tier_map_sweep_dead();
+			if (tier_map_dead_slots_possible())
+				bpext_tier_sweep_dead(InvalidOid);
 			if (bpext_log_events)
 				log_events(last_check, now);
 			last_check = now;

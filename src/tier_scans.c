@@ -1,0 +1,105 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_scans.c
+ *	  Scans over the tier map, split over the worker pool: unlinking the
+ *	  slots an invalidation left dead, and emptying the slots a shrink
+ *	  takes away.
+ *
+ * Invalidating a relation or a database takes effect at once, by bumping
+ * generations (tier_map.c): no lookup serves a dead slot from then on.
+ * The scan here only gives the dead slots back, so that the space and the
+ * counts in the views are right.  DROP DATABASE and ALTER DATABASE SET
+ * TABLESPACE run it when they finish (db_hooks.c), as SQL Server scans its
+ * buffer pool for them; the tier worker runs it for relation-level
+ * invalidations.
+ *
+ * Shrinking first stops publications into the slots being taken away
+ * (tier_map_set_active_slots), then unlinks what they hold, before the
+ * tier worker cuts the file.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "bpext.h"
+#include "scan_pool.h"
+#include "tier_map.h"
+#include "tier_scans.h"
+
+/* Slots per unit of a shrink: a unit costs a slot header read each. */
+#define SHRINK_SLOTS_PER_UNIT	256
+
+void
+bpext_invalidate_unit(BpextScan *scan, uint64 unit)
+{
+	uint32		removed = tier_map_unhash_piece((uint32) unit, true);
+
+	bpext_scan_count(scan, removed, removed);
+}
+
+void
+bpext_shrink_unit(BpextScan *scan, uint64 unit)
+{
+	const BpextScanArgs *args = bpext_scan_args(scan);
+	uint32		first = args->first_slot + (uint32) unit * SHRINK_SLOTS_PER_UNIT;
+	uint32		end = Min(first + SHRINK_SLOTS_PER_UNIT, args->end_slot);
+	uint32		dropped;
+
+	dropped = tier_map_drop_slots(first, end);
+	bpext_scan_count(scan, dropped, end - first);
+}
+
+/*
+ * Unlink every dead slot of the map.  dbid is the database whose
+ * invalidation asked for it (InvalidOid for relation-level ones): the
+ * scan history reports it.
+ */
+void
+bpext_tier_sweep_dead(Oid dbid)
+{
+	BpextScanSpec spec;
+	BpextScanResult result;
+	uint32		used = tier_map_used_slots();
+	uint32		pieces = tier_map_pieces();
+
+	memset(&spec, 0, sizeof(spec));
+	spec.op = BPEXT_SCAN_INVALIDATE;
+	spec.args.dbid = dbid;
+	/* The tier worker's routine sweeps are listed when they find work. */
+	spec.record_if_idle = OidIsValid(dbid);
+	spec.nranges = 1;
+	spec.ranges[0].nunits = pieces;
+	spec.ranges[0].units_per_task =
+		Max(1, Min(pieces, (uint64) pieces * bpext_scan_task_buffers / Max(used, 1)));
+	spec.total_buffers = used;
+	bpext_scan_run(&spec, &result);
+}
+
+/*
+ * Take the tier from old_slots down to new_slots: stop publications into
+ * the slots past new_slots, then empty them.
+ */
+void
+bpext_tier_shrink(uint32 old_slots, uint32 new_slots)
+{
+	BpextScanSpec spec;
+	BpextScanResult result;
+
+	Assert(new_slots < old_slots);
+	tier_map_set_active_slots(new_slots);
+
+	memset(&spec, 0, sizeof(spec));
+	spec.op = BPEXT_SCAN_SHRINK;
+	spec.record_if_idle = true;
+	spec.args.first_slot = new_slots;
+	spec.args.end_slot = old_slots;
+	spec.nranges = 1;
+	spec.ranges[0].nunits = (old_slots - new_slots + SHRINK_SLOTS_PER_UNIT - 1) /
+		SHRINK_SLOTS_PER_UNIT;
+	spec.ranges[0].units_per_task =
+		Max(1, bpext_scan_task_buffers / SHRINK_SLOTS_PER_UNIT);
+	spec.total_buffers = old_slots - new_slots;
+	bpext_scan_run(&spec, &result);
+}
