@@ -52,6 +52,10 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h)
 PROVE_FLAGS = -I $(srcdir)/test/perl
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
-.PHONY: bench
+.PHONY: bench bench-scan
 bench: all
 	test/bench/run.sh $(BENCH_ARGS)
+
+# Scan scaling of the worker pool, serial against parallel (test/bench/README.md).
+bench-scan: all
+	test/bench/scan_scaling.sh $(BENCH_ARGS)

@@ -227,6 +227,7 @@ struct BpextScan
 	uint64		scanned;
 	uint64		iterated;
 	int			task;			/* the task under way, or -1 */
+	bool		collected;		/* the leader copied workers' rows */
 };
 
 /* Settings. */
@@ -620,7 +621,10 @@ consume_ready(BpextScan *scan)
 		any = true;
 	}
 	if (any)
+	{
+		scan->collected = true;
 		wake_workers();
+	}
 	return any;
 }
 
@@ -1090,7 +1094,7 @@ bpext_scan_run(const BpextScanSpec *spec, BpextScanResult *result)
 	result->scanned = shared->scanned;
 	result->iterated = shared->iterated;
 	result->participants = pg_popcount64(shared->worker_mask) +
-		(shared->leader_ran ? 1 : 0);
+		(shared->leader_ran || scan.collected ? 1 : 0);
 	if (scan.slot != NULL)
 		ExecDropSingleTupleTableSlot(scan.slot);
 	if (seg != NULL)

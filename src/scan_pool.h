@@ -75,7 +75,8 @@ typedef struct BpextScanResult
 {
 	uint64		scanned;		/* buffers or pages acted on or listed */
 	uint64		iterated;		/* buffers or slots looked at */
-	int			participants;	/* processes that ran tasks */
+	int			participants;	/* processes that ran tasks, and the
+								 * leader if it collected their rows */
 	double		elapsed_ms;
 	double		wait_ms;
 } BpextScanResult;
