@@ -33,3 +33,6 @@ SELECT attname FROM pg_attribute
 SELECT attname FROM pg_attribute
  WHERE attrelid = 'bpext_relation_buffers'::regclass AND attnum > 0
  ORDER BY attnum;
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'bpext_scan_history'::regclass AND attnum > 0
+ ORDER BY attnum;
