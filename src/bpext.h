@@ -58,6 +58,8 @@ typedef enum BpextAdmission
 	BPEXT_ADMIT_READ			/* also every page read from a data file */
 } BpextAdmission;
 
+#define BPEXT_MAX_SWEEP_REQUESTS	8
+
 typedef struct BpextControl
 {
 	/* Lock-free fields, see the file header. */
@@ -83,6 +85,14 @@ typedef struct BpextControl
 
 	/* Slot capacity fixed at server start (bpext.max_size). */
 	uint32		max_slots;
+
+	/*
+	 * Tier sweeps asked of the worker by DROP DATABASE and ALTER DATABASE
+	 * SET TABLESPACE (tier_scans.c), under control_lock.
+	 */
+	int			nsweeps;
+	Oid			sweep_dbid[BPEXT_MAX_SWEEP_REQUESTS];
+	char		sweep_command[BPEXT_MAX_SWEEP_REQUESTS][NAMEDATALEN];
 } BpextControl;
 
 extern BpextControl *BpextCtl;

@@ -10,8 +10,9 @@
  * read or written and not pinned: under the buffer mapping partition lock
  * held exclusive and the buffer header lock, the tag is cleared, the
  * mapping entry deleted and the buffer put on the free list.  Nobody can
- * pin the buffer meanwhile (pinning a buffer by tag needs the mapping
- * lock), and the data file holds its image, so nothing is lost.  The tier
+ * pin the buffer meanwhile (ReadBuffer finds it under the mapping lock,
+ * ReadRecentBuffer checks its tag under the header lock), and the data
+ * file holds its image, so nothing is lost.  The tier
  * is then emptied piece by piece after tier_map_begin_drop has made
  * admissions in flight fail.
  *

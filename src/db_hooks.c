@@ -142,12 +142,15 @@ bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
 	PG_END_TRY();
 
 	/*
-	 * The database's tier pages are dead already; give their slots back now,
-	 * as SQL Server scans its buffer pool at DROP DATABASE, rather than
-	 * leave it to the tier worker.
+	 * The database's tier pages are dead already; have the worker give
+	 * their slots back now, as SQL Server scans its buffer pool at DROP
+	 * DATABASE.  Not here: the files are gone, an error (a cancel) would
+	 * leave the database half dropped.
 	 */
 	if (OidIsValid(removed_db) && bpext_tier_enabled())
-		bpext_tier_sweep_dead(removed_db);
+		bpext_request_sweep(removed_db,
+							IsA(parsetree, DropdbStmt) ? "DROP DATABASE" :
+							"ALTER DATABASE");
 }
 
 void

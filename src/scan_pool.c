@@ -85,8 +85,9 @@ PG_FUNCTION_INFO_V1(bpext_scan_history_1_0);
 #define MAX_ACTIVE_SCANS		8
 #define SCAN_HISTORY_SIZE		64
 #define SCAN_OUTBUF_SIZE		(2 * 1024 * 1024)
+#define SCAN_MAX_OUTBUFS		8	/* 16 MB of dynamic shared memory */
 #define SCAN_MAX_WORKERS		64
-#define UNITS_BETWEEN_CHECKS	64
+#define UNITS_BETWEEN_COLLECTS	64
 #define SCAN_POLL_MS			100
 
 /* What each operation does with a unit, and its name in the history. */
@@ -533,6 +534,7 @@ hand_over(BpextScan *scan, uint64 next, bool done)
 	ScanTask   *task = &shared->tasks[scan->task];
 
 	SpinLockAcquire(&shared->mutex);
+	Assert(task->state == TASK_RUNNING && task->worker == scan->worker);
 	if (scan->outbuf != NULL)
 	{
 		scan->outbuf->state = scan->outbuf->used > 0 ? OUTBUF_READY : OUTBUF_FREE;
@@ -578,6 +580,16 @@ give_back(BpextScan *scan, bool leader_only)
 	}
 	if (scan->outbuf != NULL)
 		scan->outbuf->state = OUTBUF_FREE;
+
+	/*
+	 * Rows not handed over will be listed again, so their counts go; what
+	 * other operations did is done, and the rerun will not find it again.
+	 */
+	if (shared->tupdesc_offset == 0)
+	{
+		shared->scanned += scan->scanned;
+		shared->iterated += scan->iterated;
+	}
 	SpinLockRelease(&shared->mutex);
 	scan->outbuf = NULL;
 	scan->task = -1;
@@ -671,19 +683,17 @@ run_task(BpextScan *scan, uint64 start)
 		uint64		mark_scanned = scan->scanned;
 		uint64		mark_iterated = scan->iterated;
 
-		if ((unit - start) % UNITS_BETWEEN_CHECKS == 0)
+		CHECK_FOR_INTERRUPTS();
+		if (scan_cancelled(shared))
 		{
-			CHECK_FOR_INTERRUPTS();
-			if (scan_cancelled(shared))
-			{
-				if (scan->def->end_task)
-					scan->def->end_task(scan, false);
-				return false;
-			}
-			/* The leader keeps the workers' buffers moving. */
-			if (scan->worker < 0 && emits)
-				consume_ready(scan);
+			if (scan->def->end_task)
+				scan->def->end_task(scan, false);
+			return false;
 		}
+		/* The leader keeps the workers' buffers moving. */
+		if (scan->worker < 0 && emits &&
+			(unit - start) % UNITS_BETWEEN_COLLECTS == 0)
+			consume_ready(scan);
 		if (scan->worker >= 0 && emits)
 		{
 			mark_used = scan->outbuf->used;
@@ -725,11 +735,23 @@ run_task(BpextScan *scan, uint64 start)
  * claimable again, from the first unit whose rows were not handed over.
  */
 static bool
-reclaim_orphans(ScanShared *shared)
+reclaim_orphans(ScanShared *shared, uint32 *incarnations)
 {
 	bool		found = false;
+	bool		moved = false;
 	int			t;
 	int			i;
+
+	/* Cheap test first: has any worker exited since the last look? */
+	for (i = 0; i < Pool->nworkers; i++)
+	{
+		uint32		now = pg_atomic_read_u32(&Pool->workers[i].incarnation);
+
+		moved |= now != incarnations[i];
+		incarnations[i] = now;
+	}
+	if (!moved)
+		return false;
 
 	SpinLockAcquire(&shared->mutex);
 	for (t = 0; t < shared->ntasks; t++)
@@ -761,20 +783,25 @@ lead_scan(BpextScan *scan, double *wait_ms)
 {
 	ScanShared *shared = scan->shared;
 	bool		emits = shared->tupdesc_offset != 0 && shared->noutbufs > 0;
-	int			idle_polls = 0;
+	uint32		incarnations[SCAN_MAX_WORKERS];
+	instr_time	last_progress;
+	int			i;
+
+	for (i = 0; i < Pool->nworkers; i++)
+		incarnations[i] = pg_atomic_read_u32(&Pool->workers[i].incarnation);
+	INSTR_TIME_SET_CURRENT(last_progress);
 
 	for (;;)
 	{
 		uint64		start;
 		bool		all_done;
-		int			rc;
 		instr_time	before;
 		instr_time	after;
 
 		CHECK_FOR_INTERRUPTS();
 		if (emits && consume_ready(scan))
 		{
-			idle_polls = 0;
+			INSTR_TIME_SET_CURRENT(last_progress);
 			continue;
 		}
 
@@ -792,10 +819,12 @@ lead_scan(BpextScan *scan, double *wait_ms)
 		/*
 		 * While workers fill output buffers, copying their rows is the
 		 * leader's bottleneck: it runs tasks itself only when they have
-		 * handed nothing over for a whole poll interval (none joined, all
-		 * gone, or busy elsewhere), and always when it is alone.
+		 * handed nothing over for SCAN_POLL_MS (none joined, all gone, or
+		 * busy elsewhere), and always for scans that list no rows.
 		 */
-		if (!emits || idle_polls > 0)
+		INSTR_TIME_SET_CURRENT(after);
+		INSTR_TIME_SUBTRACT(after, last_progress);
+		if (!emits || INSTR_TIME_GET_MILLISEC(after) >= SCAN_POLL_MS)
 		{
 			scan->task = claim_task(scan, &start);
 			if (scan->task >= 0)
@@ -804,14 +833,12 @@ lead_scan(BpextScan *scan, double *wait_ms)
 				continue;
 			}
 		}
-		if (reclaim_orphans(shared))
+		if (reclaim_orphans(shared, incarnations))
 			continue;
 
 		INSTR_TIME_SET_CURRENT(before);
-		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   SCAN_POLL_MS, PG_WAIT_EXTENSION);
-		if (rc & WL_TIMEOUT)
-			idle_polls++;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SCAN_POLL_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		INSTR_TIME_SET_CURRENT(after);
 		INSTR_TIME_SUBTRACT(after, before);
@@ -888,6 +915,8 @@ leader_detach(dsm_segment *seg, Datum arg)
 	int			i;
 
 	pg_atomic_write_u32(&shared->cancelled, 1);
+	if (shared->scan_id == 0)
+		return;					/* never posted */
 	SpinLockAcquire(&Pool->mutex);
 	for (i = 0; i < MAX_ACTIVE_SCANS; i++)
 		if (Pool->requests[i].scan_id == shared->scan_id)
@@ -919,7 +948,7 @@ start_parallel(const BpextScanSpec *spec, int ntasks, ScanShared **sharedp)
 		tupdesc_offset = size;
 		size = add_size(size, MAXALIGN(TupleDescSize(spec->rsinfo->setDesc)));
 		outbufs_offset = size;
-		noutbufs = 2 * Pool->nworkers;
+		noutbufs = Min(2 * Pool->nworkers, SCAN_MAX_OUTBUFS);
 		size = add_size(size, mul_size(noutbufs, SCAN_OUTBUF_SIZE));
 	}
 
@@ -939,6 +968,8 @@ start_parallel(const BpextScanSpec *spec, int ntasks, ScanShared **sharedp)
 			outbuf_at(shared, i)->state = OUTBUF_FREE;
 	}
 
+	/* Registered first: whatever happens next, the slot is given back. */
+	on_dsm_detach(seg, leader_detach, PointerGetDatum(shared));
 	SpinLockAcquire(&Pool->mutex);
 	for (i = 0; i < MAX_ACTIVE_SCANS; i++)
 		if (Pool->requests[i].scan_id == 0)
@@ -955,7 +986,6 @@ start_parallel(const BpextScanSpec *spec, int ntasks, ScanShared **sharedp)
 		dsm_detach(seg);
 		return NULL;
 	}
-	on_dsm_detach(seg, leader_detach, PointerGetDatum(shared));
 	*sharedp = shared;
 	wake_workers();
 	return seg;
@@ -1014,11 +1044,12 @@ current_command(void)
 static void
 record_scan(const BpextScanSpec *spec, const BpextScanResult *result)
 {
+	const char *command = spec->command ? spec->command : current_command();
 	ScanHistoryEntry *e;
 
 	LWLockAcquire(Pool->history_lock, LW_EXCLUSIVE);
 	e = &Pool->history[Pool->nhistory % SCAN_HISTORY_SIZE];
-	strlcpy(e->command, current_command(), sizeof(e->command));
+	strlcpy(e->command, command, sizeof(e->command));
 	e->op = spec->op;
 	e->dbid = spec->args.dbid;
 	e->scanned = result->scanned;
@@ -1035,7 +1066,7 @@ record_scan(const BpextScanSpec *spec, const BpextScanResult *result)
 		ereport(LOG,
 				(errmsg("buffer pool scan took %.3f s: database ID %u, command '%s', operation '%s', scanned buffers " UINT64_FORMAT ", total iterated buffers " UINT64_FORMAT ", wait time %.0f ms, parallel tasks %d",
 						result->elapsed_ms / 1000.0, spec->args.dbid,
-						current_command(), scan_ops[spec->op].name,
+						command, scan_ops[spec->op].name,
 						result->scanned, result->iterated,
 						result->wait_ms, result->participants)));
 }
@@ -1122,7 +1153,10 @@ scan_worker_exit(int code, Datum arg)
 {
 	ScanPoolWorker *me = &Pool->workers[my_worker_index];
 
+	/* As AbortTransaction does: I/O and content locks before pins. */
 	LWLockReleaseAll();
+	AbortBufferIO();
+	UnlockBuffers();
 	if (my_scan != NULL)
 	{
 		if (my_scan->task >= 0 && my_scan->def->end_task)

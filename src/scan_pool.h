@@ -68,6 +68,8 @@ typedef struct BpextScanSpec
 	ReturnSetInfo *rsinfo;		/* where rows go, for scans that emit */
 	bool		record_if_idle; /* list in the history even if it found
 								 * nothing to act on */
+	const char *command;		/* the history's command, if not the
+								 * current statement's */
 } BpextScanSpec;
 
 /* The figures a scan reports, as bpext_scan_history shows them. */

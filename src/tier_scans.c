@@ -8,9 +8,10 @@
  * Invalidating a relation or a database takes effect at once, by bumping
  * generations (tier_map.c): no lookup serves a dead slot from then on.
  * The scan here only gives the dead slots back, so that the space and the
- * counts in the views are right.  DROP DATABASE and ALTER DATABASE SET
- * TABLESPACE run it when they finish (db_hooks.c), as SQL Server scans its
- * buffer pool for them; the tier worker runs it for relation-level
+ * counts in the views are right.  The tier worker runs it: for DROP
+ * DATABASE and ALTER DATABASE SET TABLESPACE as soon as they finish
+ * (db_hooks.c asks for it, and the history names the command, as SQL
+ * Server scans its buffer pool for them), and after relation-level
  * invalidations.
  *
  * Shrinking first stops publications into the slots being taken away
@@ -52,12 +53,12 @@ bpext_shrink_unit(BpextScan *scan, uint64 unit)
 }
 
 /*
- * Unlink every dead slot of the map.  dbid is the database whose
- * invalidation asked for it (InvalidOid for relation-level ones): the
- * scan history reports it.
+ * Unlink every dead slot of the map.  dbid and command are the database
+ * and the command whose invalidation asked for it (InvalidOid and NULL for
+ * the worker's routine sweeps): the scan history reports them.
  */
 void
-bpext_tier_sweep_dead(Oid dbid)
+bpext_tier_sweep_dead(Oid dbid, const char *command)
 {
 	BpextScanSpec spec;
 	BpextScanResult result;
@@ -67,6 +68,7 @@ bpext_tier_sweep_dead(Oid dbid)
 	memset(&spec, 0, sizeof(spec));
 	spec.op = BPEXT_SCAN_INVALIDATE;
 	spec.args.dbid = dbid;
+	spec.command = command;
 	/* The tier worker's routine sweeps are listed when they find work. */
 	spec.record_if_idle = OidIsValid(dbid);
 	spec.nranges = 1;
@@ -102,4 +104,46 @@ bpext_tier_shrink(uint32 old_slots, uint32 new_slots)
 		Max(1, bpext_scan_task_buffers / SHRINK_SLOTS_PER_UNIT);
 	spec.total_buffers = old_slots - new_slots;
 	bpext_scan_run(&spec, &result);
+}
+
+/*
+ * Ask the worker to sweep the tier for a database whose files went away.
+ * The command that did it has already changed files it cannot take back,
+ * so it must not fail now: the sweep runs in the worker, and if too many
+ * are pending this one is left to the worker's routine sweep.
+ */
+void
+bpext_request_sweep(Oid dbid, const char *command)
+{
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	if (BpextCtl->nsweeps < BPEXT_MAX_SWEEP_REQUESTS)
+	{
+		BpextCtl->sweep_dbid[BpextCtl->nsweeps] = dbid;
+		strlcpy(BpextCtl->sweep_command[BpextCtl->nsweeps], command,
+				NAMEDATALEN);
+		BpextCtl->nsweeps++;
+	}
+	LWLockRelease(BpextCtl->control_lock);
+	bpext_wake_worker();
+}
+
+/* The worker: run the sweeps asked for.  Returns how many there were. */
+int
+bpext_run_requested_sweeps(void)
+{
+	Oid			dbids[BPEXT_MAX_SWEEP_REQUESTS];
+	char		commands[BPEXT_MAX_SWEEP_REQUESTS][NAMEDATALEN];
+	int			n;
+	int			i;
+
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	n = BpextCtl->nsweeps;
+	memcpy(dbids, BpextCtl->sweep_dbid, sizeof(Oid) * n);
+	memcpy(commands, BpextCtl->sweep_command, NAMEDATALEN * n);
+	BpextCtl->nsweeps = 0;
+	LWLockRelease(BpextCtl->control_lock);
+
+	for (i = 0; i < n; i++)
+		bpext_tier_sweep_dead(dbids[i], commands[i]);
+	return n;
 }

@@ -15,7 +15,9 @@
 extern void bpext_invalidate_unit(BpextScan *scan, uint64 unit);
 extern void bpext_shrink_unit(BpextScan *scan, uint64 unit);
 
-extern void bpext_tier_sweep_dead(Oid dbid);
+extern void bpext_tier_sweep_dead(Oid dbid, const char *command);
+extern void bpext_request_sweep(Oid dbid, const char *command);
+extern int	bpext_run_requested_sweeps(void);
 extern void bpext_tier_shrink(uint32 old_slots, uint32 new_slots);
 
 #endif							/* BPEXT_TIER_SCANS_H */

@@ -25,6 +25,7 @@
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -69,7 +70,10 @@ bpext_register_worker(void)
 static void
 worker_detach(int code, Datum arg)
 {
+	/* As AbortTransaction does: I/O and content locks before pins. */
 	LWLockReleaseAll();
+	AbortBufferIO();
+	UnlockBuffers();
 	bpext_push_abandon();
 	if (CurrentResourceOwner != NULL)
 		ResourceOwnerRelease(CurrentResourceOwner,
@@ -172,11 +176,15 @@ bpext_worker_main(Datum main_arg)
 		{
 			bpext_tier_check_file();
 			if (tier_map_dead_slots_possible())
-				bpext_tier_sweep_dead(InvalidOid);
+				bpext_tier_sweep_dead(InvalidOid, NULL);
 			if (bpext_log_events)
 				log_events(last_check, now);
 			last_check = now;
 		}
+
+		/* Sweeps DROP DATABASE and friends asked for, without delay. */
+		if (BpextCtl->nsweeps > 0)
+			bpext_run_requested_sweeps();
 
 		pushed = bpext_push_round();
 
