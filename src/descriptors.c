@@ -15,8 +15,9 @@
  *
  * Tier pages are listed from the map, one partition at a time under its
  * lock.  Their content columns are NULL unless asked for
- * (bpext_buffer_descriptors(true)), which reads each page from the tier
- * file and checks its CRC.
+ * (bpext_buffer_descriptors(true)), which reads each page as a tier read
+ * does (the slot pinned, the CRC checked, an I/O error or a mismatch
+ * switching the tier off) without counting it as one.
  *
  * read_microsec is recorded by the smgr read wrapper for every shared
  * buffer it fills, in a per-buffer array in shared memory written only by
@@ -45,6 +46,7 @@
 #include "descriptors.h"
 #include "scan_pool.h"
 #include "tier_file.h"
+#include "tier_io.h"
 #include "tier_map.h"
 
 PG_FUNCTION_INFO_V1(bpext_buffer_descriptors_1_0);
@@ -373,10 +375,12 @@ put_tier_piece(BpextScan *scan, uint32 piece, bool with_contents)
 		row.usage = info->usage;
 		row.pins = info->pins;
 
-		/* A page that cannot be read back intact just shows no facts. */
-		if (with_contents && tier_file_ready() &&
-			tier_file_read_page(info->slot, page) &&
-			tier_page_crc(&info->rfile, info->fork, info->block, page) == info->crc)
+		/*
+		 * A page that cannot be read back intact shows no facts (and if the
+		 * tier is damaged, the read switches it off).
+		 */
+		if (with_contents &&
+			tier_inspect_page(&info->rfile, info->fork, info->block, page))
 		{
 			row.has_facts = true;
 			row.facts = classify_page(page, info->fork);

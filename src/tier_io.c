@@ -81,11 +81,14 @@ write_pages(uint32 first_slot, int npages, char *const *pages)
 
 /*
  * Fill buffer with the page from the tier if it holds a current, intact
- * copy.  Returns false (buffer contents undefined) otherwise.
+ * copy.  Returns false (buffer contents undefined) otherwise.  A read
+ * error or a checksum mismatch switches the tier off, whoever reads; only
+ * reads that serve a shared-buffer miss count as lookups, hits and page
+ * reads.
  */
-bool
-tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
-				BlockNumber block, char *buffer)
+static bool
+read_current_page(const BpextRelFile *rfile, ForkNumber fork,
+				  BlockNumber block, char *buffer, bool serving)
 {
 	pg_crc32c	crc;
 	uint32		slot;
@@ -97,11 +100,13 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 
 	if (!tier_file_ready())
 		return false;
-	BPEXT_COUNT(lookups, 1);
+	if (serving)
+		BPEXT_COUNT(lookups, 1);
 	slot = tier_map_lookup_pin(rfile, fork, block, &crc);
 	if (slot == TIER_INVALID_INDEX)
 		return false;
-	BPEXT_COUNT(hits, 1);
+	if (serving)
+		BPEXT_COUNT(hits, 1);
 
 	INSTR_TIME_SET_CURRENT(start);
 	BPEXT_COUNT(outstanding_io, 1);
@@ -113,7 +118,8 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 	crc_ok = read_ok && tier_page_crc(rfile, fork, block, buffer) == crc;
 	still_valid = tier_map_pin_still_valid(slot);
 	tier_map_unpin(slot);
-	BPEXT_COUNT(read_time_us, elapsed_us(start));
+	if (serving)
+		BPEXT_COUNT(read_time_us, elapsed_us(start));
 
 	/* A slot invalidated while we read it is a plain miss, not damage. */
 	if (!still_valid)
@@ -130,8 +136,28 @@ tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
 		bpext_tier_fail("checksum mismatch in a tier page", 0);
 		return false;
 	}
-	bpext_stats_count_read(true);
+	if (serving)
+		bpext_stats_count_read(true);
 	return true;
+}
+
+/* Serve a shared-buffer miss from the tier, if it can. */
+bool
+tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
+				BlockNumber block, char *buffer)
+{
+	return read_current_page(rfile, fork, block, buffer, true);
+}
+
+/*
+ * Read a tier page for a view (bpext_buffer_descriptors(true)): checked as
+ * a served page is, not counted as one.
+ */
+bool
+tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,
+				  BlockNumber block, char *buffer)
+{
+	return read_current_page(rfile, fork, block, buffer, false);
 }
 
 /*

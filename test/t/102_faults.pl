@@ -332,19 +332,15 @@ fill_and_read('baseline');
 	unlike($err, qr/ERROR/, "$name: the view does not fail");
 	($n, $typed) = split /,/, $out;
 	note("with the fault: $typed of $n tier pages described; $err");
-	cmp_ok($n, '>', 1000, "$name: it lists the tier's pages ($n)");
+	like($err, qr/WARNING:  bpext tier disabled after an error: could not read from the tier file/,
+		"$name: the view's read error switches the tier off, with a warning");
 	my $hit = bpext_faults_injected($node, 'read_eio') - $injected;
 	cmp_ok($hit, '>', 0, "$name: the fault was hit ($hit reads)");
-	TODO:
-	{
-		local $TODO = 'tier read errors in bpext_buffer_descriptors(true) are not counted and do not stop the tier';
-		cmp_ok(bpext_stat($node, 'io_errors'), '>', $io_before,
-			"$name: io_errors counted");
-		is(bpext_config($node)->{state}, 7, "$name: state 7");
-	}
-	reads_still_right("$name, after") if bpext_config($node)->{state} == 7;
-	$node->safe_psql('postgres', 'SELECT bpext_enable()')
-	  if bpext_config($node)->{state} != 5;
+	cmp_ok(bpext_stat($node, 'io_errors'), '>', $io_before,
+		"$name: io_errors counted");
+	is(bpext_config($node)->{state}, 7, "$name: state 7");
+	reads_still_right("$name, after");
+	$node->safe_psql('postgres', 'SELECT bpext_enable()');
 	fill_and_read("$name, tier usable");
 }
 
