@@ -220,7 +220,7 @@ define_settings(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bpext.scan_task_delay",
-							"Developer option: scan workers sleep this long before each task.",
+							"Developer option: scan workers sleep this long before each task of a scan a client backend asked for.",
 							"For testing query cancellation and the loss of a worker during a scan.",
 							&bpext_scan_task_delay_ms,
 							0,

@@ -190,6 +190,7 @@ typedef struct ScanShared
 	BpextScanOp op;
 	BpextScanArgs args;
 	int			leader_pgprocno;
+	bool		client_leader;	/* led by a client backend */
 	pg_atomic_uint32 cancelled;
 
 	Size		tupdesc_offset; /* 0 if the scan emits no rows */
@@ -640,13 +641,18 @@ consume_ready(BpextScan *scan)
 	return any;
 }
 
-/* Sleep bpext.scan_task_delay (testing), leaving early on cancel. */
+/*
+ * Sleep bpext.scan_task_delay (testing), leaving early on cancel.  Only in
+ * scans a client backend asked for: the tier worker's own scans must not
+ * keep the pool busy under the tests' feet.
+ */
 static void
 task_delay(BpextScan *scan)
 {
 	TimestampTz until;
 
-	if (scan->worker < 0 || bpext_scan_task_delay_ms <= 0)
+	if (scan->worker < 0 || !scan->shared->client_leader ||
+		bpext_scan_task_delay_ms <= 0)
 		return;
 	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 										bpext_scan_task_delay_ms);
@@ -883,6 +889,7 @@ init_shared(ScanShared *shared, const BpextScanSpec *spec, int ntasks)
 	shared->op = spec->op;
 	shared->args = spec->args;
 	shared->leader_pgprocno = MyProc->pgprocno;
+	shared->client_leader = MyBackendType == B_BACKEND;
 	pg_atomic_init_u32(&shared->cancelled, 0);
 	SpinLockInit(&shared->mutex);
 	shared->ntasks = ntasks;

@@ -217,15 +217,27 @@ $node->safe_psql('postgres', 'SELECT bpext_drop_clean_buffers()');
 is( $node->safe_psql('postgres',
 		"SET bpext.parallel_scan = off; SELECT bpext_prewarm('t')"),
 	$loaded, 'serial bpext_prewarm loads as many pages');
+# On a single CPU the backend finishes these cheap tasks before a woken
+# worker is scheduled at all.
+my $ncpu = `nproc` // 2;
+chomp $ncpu;
 my $parallel_drops = 0;
-for my $try (1 .. 20)
+for my $try (1 .. ($ncpu > 1 ? 20 : 0))
 {
 	$node->safe_psql('postgres',
 		"SELECT pg_prewarm('t'); SELECT bpext_drop_clean_buffers()");
 	$parallel_drops++ if last_scan()->{tasks} >= 2;
 	last if $parallel_drops;
 }
-cmp_ok($parallel_drops, '>', 0, 'the workers take part in bpext_drop_clean_buffers');
+SKIP:
+{
+	skip 'one CPU', 1 if $ncpu <= 1;
+	cmp_ok($parallel_drops, '>', 0, 'the workers take part in bpext_drop_clean_buffers')
+	  or diag $node->safe_psql('postgres', q{
+	SELECT string_agg(concat_ws(' ', scan_id, command, operation, parallel_tasks,
+	                            total_iterated_buffers, round(elapsed_ms), round(wait_ms)), E'\n')
+	  FROM bpext_scan_history});
+}
 $node->safe_psql('postgres', "SELECT bpext_prewarm('t')");
 $reads_before = bpext_stat($node, 'extension_page_reads');
 bpext_check_table($node, 'postgres', 't', rows => 100000,
