@@ -16,6 +16,10 @@
  *	  became RelFileLocator in 16, smgr_truncate gained old_blocks in
  *	  15.11/16.7/17.3, smgr_read became smgr_readv in 17, ...).
  *
+ * db_hooks.c also relies on RmgrTable being writable and on the
+ * xl_dbase_create_file_copy_rec / _wal_log_rec / xl_dbase_drop_rec
+ * records, both of which exist from 15 on unchanged through 18.
+ *
  * Only 15 is built and tested today; the entries for later majors follow
  * the source trees of those releases and are refused at compile time until
  * they have been built and tested (see the #error at the end).

@@ -14,7 +14,9 @@
  * every case the invalidation is repeated after the utility command has
  * finished, when the files are in their final state.  Invalidating twice
  * costs a scan of the relation table; missing one would serve a stale
- * page.
+ * page.  On a standby the same file operations come from WAL replay: the
+ * database resource manager's redo function is wrapped (RmgrTable is
+ * writable since PostgreSQL 15) to invalidate around each record.
  *
  * Locking: none of its own (tier_map_invalidate_database takes the map's
  * relation lock).  The list of databases to invalidate after the command
@@ -26,9 +28,12 @@
  */
 #include "postgres.h"
 
+#include "access/xlog_internal.h"
+#include "access/xlogreader.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
+#include "commands/dbcommands_xlog.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "tcop/utility.h"
@@ -40,6 +45,7 @@
 #include "tier_scans.h"
 
 static object_access_hook_type prev_object_access_hook = NULL;
+static void (*prev_dbase_redo) (XLogReaderState *record) = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility_hook = NULL;
 
 /* Databases touched by the utility command under way. */
@@ -153,9 +159,40 @@ bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
 							"ALTER DATABASE");
 }
 
+/*
+ * WAL replay of CREATE DATABASE (both strategies), DROP DATABASE and
+ * ALTER DATABASE SET TABLESPACE (a create and a drop) copies and removes
+ * whole directories without going through the storage manager: invalidate
+ * the database before and after the record is replayed, as the hooks above
+ * do on the primary.
+ */
+static void
+bpext_dbase_redo(XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	Oid			dbid = InvalidOid;
+
+	if (info == XLOG_DBASE_CREATE_FILE_COPY)
+		dbid = ((xl_dbase_create_file_copy_rec *) XLogRecGetData(record))->db_id;
+	else if (info == XLOG_DBASE_CREATE_WAL_LOG)
+		dbid = ((xl_dbase_create_wal_log_rec *) XLogRecGetData(record))->db_id;
+	else if (info == XLOG_DBASE_DROP)
+		dbid = ((xl_dbase_drop_rec *) XLogRecGetData(record))->db_id;
+
+	if (OidIsValid(dbid))
+		tier_map_invalidate_database(dbid);
+	prev_dbase_redo(record);
+	if (OidIsValid(dbid))
+		tier_map_invalidate_database(dbid);
+}
+
 void
 bpext_install_db_hooks(void)
 {
+	/* In the postmaster: the startup process inherits the table. */
+	prev_dbase_redo = RmgrTable[RM_DBASE_ID].rm_redo;
+	RmgrTable[RM_DBASE_ID].rm_redo = bpext_dbase_redo;
+
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = bpext_object_access;
 	prev_ProcessUtility_hook = ProcessUtility_hook;

@@ -162,7 +162,7 @@ bpext_push_round(void)
 	int			published = 0;
 	int			i;
 
-	if (!bpext_tier_enabled() || RecoveryInProgress())
+	if (!bpext_tier_enabled())
 		return 0;
 
 	lookahead = bpext_push_lookahead > 0 ? bpext_push_lookahead :

@@ -24,7 +24,6 @@
 #include <unistd.h>
 
 #include "access/relation.h"
-#include "access/xlog.h"
 #include "catalog/pg_class.h"
 #include "common/relpath.h"
 #include "fmgr.h"
@@ -205,10 +204,6 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 	BpextScanResult result;
 
 	bpext_require_preloaded();
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the bpext tier is not used during recovery")));
 
 	rel = relation_open(relid, AccessShareLock);
 	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);

@@ -20,8 +20,9 @@
  * image can no longer be published by the time the new image exists, and
  * for writes and extends again afterwards, so that a copy taken while the
  * write was under way cannot be either (tier_map.c).  Temporary relations
- * never involve the tier.  While recovery is in progress the tier is
- * neither read nor filled, but file changes are still tracked.
+ * never involve the tier.  WAL replay goes through these same functions
+ * (and db_hooks.c wraps the replay of database-wide file operations), so
+ * a hot standby uses its tier as a primary does.
  *
  * These functions run where errors are not allowed (truncate in a critical
  * section, unlink after commit): they never raise an error; tier failures
@@ -33,7 +34,6 @@
  */
 #include "postgres.h"
 
-#include "access/xlog.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
@@ -46,22 +46,18 @@
 #include "tier_io.h"
 #include "tier_map.h"
 
-/*
- * May this process serve or admit pages of this relation?  Never for
- * temporary relations, and not during recovery: WAL replay of CREATE/DROP
- * DATABASE changes files without any hook bpext could see.
- */
+/* May this process serve or admit pages of this relation?  Never for
+ * temporary relations. */
 static inline bool
 tier_serves(SMgrRelation reln)
 {
-	return bpext_tier_enabled() && !BPEXT_SMGR_IS_TEMP(reln) &&
-		!RecoveryInProgress();
+	return bpext_tier_enabled() && !BPEXT_SMGR_IS_TEMP(reln);
 }
 
 /*
  * Must this relation's file changes be reported to the map?  Always, but
- * for temporary relations: in recovery too, so that the map is right
- * whatever happens around promotion.
+ * for temporary relations: also while the tier is off, so that the map is
+ * right whatever happens while it comes back.
  */
 static inline bool
 tier_tracks(SMgrRelation reln)

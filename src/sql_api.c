@@ -24,7 +24,6 @@
 
 #include <signal.h>
 
-#include "access/xlog.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -296,7 +295,7 @@ reload_and_wait(const char *path, int size_mb)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("timed out waiting for the bpext worker to apply the new settings"),
 					 errdetail("The settings were written to postgresql.auto.conf and take effect when the worker runs."),
-					 errhint("The worker runs only on a server that is not in recovery.")));
+					 errhint("The worker starts once the server is consistent; check that it runs (backend_type \"bpext tier worker\" in pg_stat_activity).")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

@@ -5,8 +5,8 @@
  *	  watches the tier file, and pushes clean pages into the tier ahead of
  *	  the clock sweep.
  *
- * One static worker, started once recovery has finished (a standby's tier
- * stays disabled until promotion, see smgr_wrap.c).  It sleeps on its latch
+ * One static worker, started once the server is consistent (a hot standby
+ * uses its tier while it replays WAL, see db_hooks.c).  It sleeps on its latch
  * for bpext.push_interval between push rounds, and not at all while rounds
  * find work.  A configuration reload (SIGHUP) makes it re-apply the tier
  * settings; bpext_enable() and friends wait for it to have done so.
@@ -52,7 +52,7 @@ bpext_register_worker(void)
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
 		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	strlcpy(worker.bgw_library_name, "bpext", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "bpext_worker_main", BGW_MAXLEN);
