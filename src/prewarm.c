@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "access/relation.h"
+#include "access/xlog.h"
 #include "catalog/pg_class.h"
 #include "common/relpath.h"
 #include "fmgr.h"
@@ -214,6 +215,19 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("temporary relations are never cached in the bpext tier")));
+
+	/*
+	 * At promotion an unlogged relation's forks are rebuilt from its init
+	 * fork by copying files, behind the storage manager.  Nothing reads
+	 * them during recovery, so no tier copy can exist then, but this.
+	 */
+	if (RecoveryInProgress() &&
+		rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("unlogged relation \"%s\" cannot be prewarmed into the tier during recovery",
+						RelationGetRelationName(rel)),
+				 errdetail("Its files are replaced when the server is promoted.")));
 	if (!RELKIND_HAS_STORAGE(rel->rd_rel->relkind))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),

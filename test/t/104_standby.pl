@@ -32,6 +32,8 @@ bpext_setup($primary);
 bpext_load_table($primary, 'postgres', 't', $nrows);
 $primary->command_ok([ 'pgbench', '-i', '-q', '-s', '2', 'postgres' ],
 	'pgbench -i on the primary');
+$primary->safe_psql('postgres',
+	'CREATE UNLOGGED TABLE unlogged_t AS SELECT g FROM generate_series(1, 1000) g');
 $primary->safe_psql('postgres', 'CREATE DATABASE tmpl');
 $primary->safe_psql('tmpl', 'CREATE EXTENSION bpext');
 bpext_create_helpers($primary, 'tmpl');
@@ -71,6 +73,10 @@ is(bpext_config($primary)->{state}, 5, 'the primary tier is enabled');
 
 cmp_ok($standby->safe_psql('postgres', "SELECT bpext_prewarm('t')"), '>', 0,
 	'bpext_prewarm works on the standby');
+my ($ret, $out, $err) =
+  $standby->psql('postgres', "SELECT bpext_prewarm('unlogged_t')");
+like($err, qr/unlogged relation "unlogged_t" cannot be prewarmed into the tier during recovery/,
+	'but not for an unlogged relation, rebuilt behind bpext at promotion');
 
 # --- hot-standby reads during replay ---------------------------------------------
 # pgbench writes on the primary the whole time; "t" is changed in known
