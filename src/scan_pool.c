@@ -701,10 +701,7 @@ run_task(BpextScan *scan, uint64 start)
 			(unit - start) % UNITS_BETWEEN_COLLECTS == 0)
 			consume_ready(scan);
 		if (scan->worker >= 0 && emits)
-		{
 			mark_used = scan->outbuf->used;
-			MemoryContextReset(scan->tuple_cxt);
-		}
 
 		scan->def->run_unit(scan, unit);
 
@@ -999,16 +996,28 @@ start_parallel(const BpextScanSpec *spec, int ntasks, ScanShared **sharedp)
 }
 
 /*
- * The units of a scan over shared buffers and the tier: every shared
- * buffer, then (if the tier is on) every piece of the map, in tasks of
- * about bpext.scan_task_buffers buffers or tier pages each.
+ * A range of units over every piece of the tier map, in tasks of about
+ * bpext.scan_task_buffers tier pages each.  Returns the pages in the tier.
  */
-void
-bpext_scan_buffers_and_tier(BpextScanSpec *spec)
+uint64
+bpext_scan_tier_range(BpextScanRange *range)
 {
 	uint64		used = tier_map_used_slots();
 	uint64		pieces = tier_map_pieces();
 
+	range->nunits = pieces;
+	range->units_per_task =
+		Max(1, Min(pieces, pieces * bpext_scan_task_buffers / Max(used, 1)));
+	return used;
+}
+
+/*
+ * The units of a scan over shared buffers and the tier: every shared
+ * buffer, then (if the tier is on) every piece of the map.
+ */
+void
+bpext_scan_buffers_and_tier(BpextScanSpec *spec)
+{
 	spec->nranges = 1;
 	spec->ranges[0].nunits = NBuffers;
 	spec->ranges[0].units_per_task = bpext_scan_task_buffers;
@@ -1016,10 +1025,7 @@ bpext_scan_buffers_and_tier(BpextScanSpec *spec)
 	if (bpext_tier_enabled())
 	{
 		spec->nranges = 2;
-		spec->ranges[1].nunits = pieces;
-		spec->ranges[1].units_per_task =
-			Max(1, Min(pieces, pieces * bpext_scan_task_buffers / Max(used, 1)));
-		spec->total_buffers += used;
+		spec->total_buffers += bpext_scan_tier_range(&spec->ranges[1]);
 	}
 }
 

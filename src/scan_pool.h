@@ -102,6 +102,7 @@ extern Size bpext_scan_pool_shmem_size(void);
 extern void bpext_scan_pool_shmem_init(bool found);
 extern void bpext_register_scan_workers(void);
 
+extern uint64 bpext_scan_tier_range(BpextScanRange *range);
 extern void bpext_scan_buffers_and_tier(BpextScanSpec *spec);
 extern void bpext_scan_run(const BpextScanSpec *spec, BpextScanResult *result);
 

@@ -62,8 +62,6 @@ bpext_tier_sweep_dead(Oid dbid, const char *command)
 {
 	BpextScanSpec spec;
 	BpextScanResult result;
-	uint32		used = tier_map_used_slots();
-	uint32		pieces = tier_map_pieces();
 
 	memset(&spec, 0, sizeof(spec));
 	spec.op = BPEXT_SCAN_INVALIDATE;
@@ -72,10 +70,7 @@ bpext_tier_sweep_dead(Oid dbid, const char *command)
 	/* The tier worker's routine sweeps are listed when they find work. */
 	spec.record_if_idle = OidIsValid(dbid);
 	spec.nranges = 1;
-	spec.ranges[0].nunits = pieces;
-	spec.ranges[0].units_per_task =
-		Max(1, Min(pieces, (uint64) pieces * bpext_scan_task_buffers / Max(used, 1)));
-	spec.total_buffers = used;
+	spec.total_buffers = bpext_scan_tier_range(&spec.ranges[0]);
 	bpext_scan_run(&spec, &result);
 }
 
@@ -135,6 +130,12 @@ bpext_run_requested_sweeps(void)
 	char		commands[BPEXT_MAX_SWEEP_REQUESTS][NAMEDATALEN];
 	int			n;
 	int			i;
+
+	/*
+	 * A sweep unlinks every dead slot, whoever's: the routine sweep for the
+	 * generations bumped so far would walk the map again for nothing.
+	 */
+	(void) tier_map_dead_slots_possible();
 
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	n = BpextCtl->nsweeps;
