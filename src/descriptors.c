@@ -266,8 +266,8 @@ put_row(BpextScan *scan, const DescriptorRow *row)
 	bpext_scan_emit(scan, values, nulls);
 }
 
-/* The row of shared buffer i, if it holds a valid page. */
-static void
+/* The row of shared buffer i, if it holds a valid page: true if listed. */
+static bool
 put_shared_buffer(BpextScan *scan, int i)
 {
 	char		copy[BLCKSZ];
@@ -278,12 +278,11 @@ put_shared_buffer(BpextScan *scan, int i)
 	uint32		state;
 	bool		unchanged;
 
-	bpext_scan_count(scan, 0, 1);
 	state = LockBufHdr(desc);
 	if ((state & (BM_VALID | BM_TAG_VALID)) != (BM_VALID | BM_TAG_VALID))
 	{
 		UnlockBufHdr(desc, state);
-		return;
+		return false;
 	}
 	tag = desc->tag;
 	UnlockBufHdr(desc, state);
@@ -296,7 +295,7 @@ put_shared_buffer(BpextScan *scan, int i)
 	unchanged = (state & BM_VALID) && BUFFERTAGS_EQUAL(tag, desc->tag);
 	UnlockBufHdr(desc, state);
 	if (!unchanged)
-		return;
+		return false;
 
 	memset(&row, 0, sizeof(row));
 	row.in_tier = false;
@@ -312,7 +311,7 @@ put_shared_buffer(BpextScan *scan, int i)
 	row.has_facts = true;
 	row.facts = classify_page(copy, row.fork);
 	put_row(scan, &row);
-	bpext_scan_count(scan, 1, 0);
+	return true;
 }
 
 /*
@@ -399,7 +398,7 @@ bpext_descriptors_unit(BpextScan *scan, uint64 unit)
 	const BpextScanArgs *args = bpext_scan_args(scan);
 
 	if (unit < args->buffer_units)
-		put_shared_buffer(scan, (int) unit);
+		bpext_scan_count(scan, put_shared_buffer(scan, (int) unit) ? 1 : 0, 1);
 	else
 		put_tier_piece(scan, (uint32) (unit - args->buffer_units),
 					   args->with_contents);
