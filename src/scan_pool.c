@@ -78,6 +78,7 @@
 #include "scan_pool.h"
 #include "tier_map.h"
 #include "tier_scans.h"
+#include "worker.h"
 
 PG_FUNCTION_INFO_V1(bpext_scan_history_1_0);
 
@@ -319,14 +320,7 @@ bpext_register_scan_workers(void)
 
 	pool_size = compute_pool_size();
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 1;
-	strlcpy(worker.bgw_library_name, "bpext", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "bpext_scan_worker_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "bpext scan worker", BGW_MAXLEN);
+	bpext_worker_entry(&worker, "bpext_scan_worker_main", "bpext scan worker");
 	for (i = 0; i < pool_size; i++)
 	{
 		snprintf(worker.bgw_name, BGW_MAXLEN, "bpext scan worker %d", i);
@@ -1227,8 +1221,6 @@ work_on_scan(ScanShared *shared, MemoryContext tuple_cxt)
 	my_scan = NULL;
 	MemoryContextReset(tuple_cxt);
 }
-
-void		bpext_scan_worker_main(Datum main_arg);
 
 void
 bpext_scan_worker_main(Datum main_arg)

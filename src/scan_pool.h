@@ -101,6 +101,7 @@ extern int	bpext_scan_pool_size(void);
 extern Size bpext_scan_pool_shmem_size(void);
 extern void bpext_scan_pool_shmem_init(bool found);
 extern void bpext_register_scan_workers(void);
+extern PGDLLEXPORT void bpext_scan_worker_main(Datum main_arg);
 
 extern uint64 bpext_scan_tier_range(BpextScanRange *range);
 extern void bpext_scan_buffers_and_tier(BpextScanSpec *spec);

@@ -44,20 +44,32 @@
 /* How often the worker checks that the tier file is still there. */
 #define FILE_CHECK_INTERVAL_MS	1000
 
+/*
+ * What every bpext background worker has in common: shared memory, a
+ * pg_stat_activity entry (a connection to no database), a start once the
+ * server is consistent and a restart a second after it exits.
+ */
+void
+bpext_worker_entry(BackgroundWorker *worker, const char *function,
+				   const char *type)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_ConsistentState;
+	worker->bgw_restart_time = 1;
+	strlcpy(worker->bgw_library_name, "bpext", BGW_MAXLEN);
+	strlcpy(worker->bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(worker->bgw_name, type, BGW_MAXLEN);
+	strlcpy(worker->bgw_type, type, BGW_MAXLEN);
+}
+
 void
 bpext_register_worker(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 1;
-	strlcpy(worker.bgw_library_name, "bpext", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "bpext_worker_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "bpext tier worker", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "bpext tier worker", BGW_MAXLEN);
+	bpext_worker_entry(&worker, "bpext_worker_main", "bpext tier worker");
 	RegisterBackgroundWorker(&worker);
 }
 

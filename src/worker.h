@@ -10,6 +10,10 @@
 #ifndef BPEXT_WORKER_H
 #define BPEXT_WORKER_H
 
+#include "postmaster/bgworker.h"
+
+extern void bpext_worker_entry(BackgroundWorker *worker, const char *function,
+							   const char *type);
 extern void bpext_register_worker(void);
 extern PGDLLEXPORT void bpext_worker_main(Datum main_arg);
 
