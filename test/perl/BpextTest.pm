@@ -78,6 +78,9 @@ our @EXPORT = qw(
   bpext_wait_crash_restart
   bpext_amcheck
   bpext_table_hashes
+  bpext_create_hammer
+  bpext_fill_and_read
+  bpext_reads_still_right
   bpext_tpcb_check
   bpext_build_fault_injector
   bpext_start_with_faults
@@ -422,6 +425,108 @@ sub bpext_evict_shared_buffers
 {
 	my ($node) = @_;
 	$node->safe_psql('postgres', "SELECT pg_prewarm('bpext_evictor')");
+	return;
+}
+
+=pod
+
+=item bpext_create_hammer(node, nrows, ver [, evict_every])
+
+Create hammer(secs float8) in postgres: for secs seconds it checks random
+rows of table t (nrows rows made by bpext_load_table, version given by the
+SQL expression ver over r.id) by index, 500 at a time, and raises an error
+on the first wrong or missing row; returns how many it checked.  With
+evict_every, it also reads bpext_evictor every that many rows, so that its
+reads keep missing shared buffers.
+
+=cut
+
+sub bpext_create_hammer
+{
+	my ($node, $nrows, $ver, $evict_every) = @_;
+	my $evict = $evict_every
+	  ? "PERFORM pg_prewarm('bpext_evictor') WHERE n % $evict_every = 0;"
+	  : '';
+	$node->safe_psql('postgres', qq{
+CREATE FUNCTION hammer(secs float8) RETURNS bigint LANGUAGE plpgsql AS \$\$
+DECLARE
+	stop timestamptz := clock_timestamp() + secs * interval '1 second';
+	n bigint := 0;
+	bad bigint;
+	found bigint;
+BEGIN
+	SET LOCAL enable_seqscan = off;
+	SET LOCAL enable_bitmapscan = off;
+	SET LOCAL enable_hashjoin = off;
+	SET LOCAL enable_mergejoin = off;
+	WHILE clock_timestamp() < stop LOOP
+		SELECT count(*) FILTER (WHERE r.ver <> ($ver)
+		                           OR r.v <> bpext_expected_v(r.id, r.ver)),
+		       count(*)
+		  INTO bad, found
+		  FROM generate_series(1, 500) g
+		  JOIN t r ON r.id = ((g + n) * 7919 % $nrows) + 1;
+		IF bad <> 0 OR found <> 500 THEN
+			RAISE EXCEPTION 'hammer: % wrong rows, % of 500 found', bad, found;
+		END IF;
+		n := n + 500;
+		$evict
+	END LOOP;
+	RETURN n;
+END \$\$;
+});
+	return;
+}
+
+=pod
+
+=item bpext_fill_and_read(node, name, nrows [, ver])
+
+Load table t and its primary key into the tier (bpext_prewarm after a
+CHECKPOINT), evict shared buffers, read t back by index (bpext_check_table)
+and check that more than 1000 pages were served by the tier.
+
+=cut
+
+sub bpext_fill_and_read
+{
+	my ($node, $name, $nrows, $ver) = @_;
+	$node->safe_psql('postgres', q{
+		CHECKPOINT;
+		SELECT bpext_prewarm('t'), bpext_prewarm('t_pkey');
+	});
+	bpext_evict_shared_buffers($node);
+	my $before = bpext_stat($node, 'extension_page_reads');
+	bpext_check_table($node, 'postgres', 't', rows => $nrows,
+		ver => $ver // '0', scan => 'index', name => $name);
+	my $reads = bpext_stat($node, 'extension_page_reads') - $before;
+	cmp_ok($reads, '>', 1000, "$name: served by the tier ($reads pages)");
+	return;
+}
+
+=pod
+
+=item bpext_reads_still_right(node, name, nrows [, ver])
+
+With the tier out of service: table t reads back right by index, by point
+lookups and sequentially, and the tier served none of it.
+
+=cut
+
+sub bpext_reads_still_right
+{
+	my ($node, $name, $nrows, $ver) = @_;
+	$ver //= '0';
+	my $before = bpext_stat($node, 'extension_page_reads');
+	bpext_evict_shared_buffers($node);
+	bpext_check_table($node, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'index', name => $name);
+	bpext_check_lookups($node, 'postgres', 't', rows => $nrows, ver => $ver,
+		lookups => 3000, seed => 5, name => $name);
+	bpext_check_table($node, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'seq', name => $name);
+	is(bpext_stat($node, 'extension_page_reads') - $before,
+		0, "$name: nothing more served by the tier");
 	return;
 }
 

@@ -153,33 +153,7 @@ read_back('new path', $ver, 1000);
 # --- resize, online, under a reader -----------------------------------------
 # A background session checks random rows in a loop while the tier grows
 # and shrinks under it; it raises an error on the first wrong row.
-$node->safe_psql('postgres', qq{
-CREATE FUNCTION hammer(secs float8) RETURNS bigint LANGUAGE plpgsql AS \$\$
-DECLARE
-	stop timestamptz := clock_timestamp() + secs * interval '1 second';
-	n bigint := 0;
-	bad bigint;
-	found bigint;
-BEGIN
-	SET LOCAL enable_seqscan = off;
-	SET LOCAL enable_bitmapscan = off;
-	SET LOCAL enable_hashjoin = off;
-	SET LOCAL enable_mergejoin = off;
-	WHILE clock_timestamp() < stop LOOP
-		SELECT count(*) FILTER (WHERE r.ver <> (CASE WHEN r.id % 2 = 0 THEN 1 ELSE 0 END)
-		                           OR r.v <> bpext_expected_v(r.id, r.ver)),
-		       count(*)
-		  INTO bad, found
-		  FROM generate_series(1, 500) g
-		  JOIN t r ON r.id = ((g + n) * 7919 % $nrows) + 1;
-		IF bad <> 0 OR found <> 500 THEN
-			RAISE EXCEPTION 'hammer: % wrong rows, % of 500 found', bad, found;
-		END IF;
-		n := n + 500;
-	END LOOP;
-	RETURN n;
-END \$\$;
-});
+bpext_create_hammer($node, $nrows, 'CASE WHEN r.id % 2 = 0 THEN 1 ELSE 0 END');
 
 my ($h_out, $h_err) = ('', '');
 my $hammer = IPC::Run::start(

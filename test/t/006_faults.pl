@@ -33,40 +33,6 @@ bpext_load_table($node, 'postgres', 't', $nrows);
 
 my $disabled_re = qr/WARNING:  bpext tier disabled after an error/;
 
-# Load the table into the tier, and check that reads are served from it.
-sub fill_and_read
-{
-	my ($name) = @_;
-	$node->safe_psql('postgres', q{
-		CHECKPOINT;
-		SELECT bpext_prewarm('t'), bpext_prewarm('t_pkey');
-	});
-	bpext_evict_shared_buffers($node);
-	my $before = bpext_stat($node, 'extension_page_reads');
-	bpext_check_table($node, 'postgres', 't', rows => $nrows, scan => 'index',
-		name => $name);
-	my $reads = bpext_stat($node, 'extension_page_reads') - $before;
-	cmp_ok($reads, '>', 1000, "$name: served by the tier ($reads pages)");
-	return;
-}
-
-# The table reads back right, several ways, with the tier out of service.
-sub reads_still_right
-{
-	my ($name) = @_;
-	my $before = bpext_stat($node, 'extension_page_reads');
-	bpext_evict_shared_buffers($node);
-	bpext_check_table($node, 'postgres', 't', rows => $nrows, scan => 'index',
-		name => $name);
-	bpext_check_lookups($node, 'postgres', 't', rows => $nrows,
-		lookups => 3000, seed => 5, name => $name);
-	bpext_check_table($node, 'postgres', 't', rows => $nrows, scan => 'seq',
-		name => $name);
-	is(bpext_stat($node, 'extension_page_reads') - $before,
-		0, "$name: nothing more served by the tier");
-	return;
-}
-
 # After a failure: state 7, the reason, exactly one WARNING.
 sub check_failed
 {
@@ -97,11 +63,11 @@ sub reenable
 	is($cfg->{state}, 5, "$name: state 5");
 	is(bpext_file_size($path), $tier_mb * 1024 * 1024, "$name: file size");
 	is(bpext_file_mode($path), 0600, "$name: file mode 0600");
-	fill_and_read("$name, re-enabled");
+	bpext_fill_and_read($node, "$name, re-enabled", $nrows);
 	return;
 }
 
-fill_and_read('baseline');
+bpext_fill_and_read($node, 'baseline', $nrows);
 
 # --- corrupt tier pages -----------------------------------------------------
 # Slots are handed out from 0 upwards in a fresh tier; overwrite a third of
@@ -134,7 +100,7 @@ bpext_check_lookups($node, 'postgres', 't', rows => $nrows,
 cmp_ok(bpext_stat($node, 'crc_failures') - $crc_before,
 	'>', 0, 'corruption: counted in crc_failures');
 check_failed('corruption', qr/checksum mismatch in a tier page/, $offset);
-reads_still_right('after corruption');
+bpext_reads_still_right($node, 'after corruption', $nrows);
 is(bpext_count_in_log($node, $disabled_re, $offset),
 	1, 'corruption: still exactly one WARNING after more reads');
 reenable('corruption');
@@ -147,7 +113,7 @@ ok(bpext_wait_for_state($node, 'error', 10), 'deleted file: state 7');
 my $elapsed = time() - $start;
 cmp_ok($elapsed, '<', 3, sprintf('deleted file: noticed within %.1f s', $elapsed));
 check_failed('deleted file', qr/has disappeared/, $offset);
-reads_still_right('after deletion');
+bpext_reads_still_right($node, 'after deletion', $nrows);
 ok(!-e $path, 'deleted file: not recreated while in error');
 reenable('deleted file');
 
@@ -158,7 +124,7 @@ ok(bpext_wait_for_state($node, 'error', 10), 'truncated file: state 7');
 # The worker's check or a backend reading past the new end may notice first.
 check_failed('truncated file',
 	qr/has been truncated|could not read from the tier file/, $offset);
-reads_still_right('after truncation');
+bpext_reads_still_right($node, 'after truncation', $nrows);
 reenable('truncated file');
 
 # --- after an error, bpext_disable() removes the (own) file ----------------
@@ -170,7 +136,7 @@ is(bpext_config($node)->{state}, 0, 'disabled after error: state 0');
 ok(!-e $path, 'disabled after error: tier file removed');
 is($node->safe_psql('postgres', "SELECT bpext_enable(size => '${tier_mb}MB')"),
 	'BUFFER POOL EXTENSION ENABLED', 'enabled again after disable');
-fill_and_read('enabled after disable');
+bpext_fill_and_read($node, 'enabled after disable', $nrows);
 
 # --- replace the tier file with another file -------------------------------
 # The worker notices within a second.  Meanwhile, and after, nothing may be
@@ -217,7 +183,7 @@ is(bpext_count_in_log($node, $disabled_re, $offset),
 my $writes = bpext_stat($node, 'extension_page_writes') - $writes_before;
 is(bpext_file_md5($path), $foreign_md5,
 	"replaced file: the file that took its place was not written to ($writes tier page writes meanwhile)");
-reads_still_right('after replacement');
+bpext_reads_still_right($node, 'after replacement', $nrows);
 
 # It is not ours: bpext_enable() refuses it, bpext_disable() keeps it.
 my ($ret, $out, $err) = $node->psql('postgres', 'SELECT bpext_enable()');
@@ -231,7 +197,7 @@ is(bpext_file_md5($path), $foreign_md5, 'replaced file: content unchanged');
 unlink $path;
 is($node->safe_psql('postgres', "SELECT bpext_enable(size => '${tier_mb}MB')"),
 	'BUFFER POOL EXTENSION ENABLED', 'enabled again once the path is free');
-fill_and_read('after replacement, re-enabled');
+bpext_fill_and_read($node, 'after replacement, re-enabled', $nrows);
 
 $node->stop;
 done_testing();

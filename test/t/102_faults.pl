@@ -63,38 +63,6 @@ my $disabled_re = qr/WARNING:  bpext tier disabled after an error/;
 my $enable_re = qr/WARNING:  bpext could not enable the tier/;
 my $ver = '0';
 
-# Load the table into the tier and check that reads are served from it.
-sub fill_and_read
-{
-	my ($name) = @_;
-	$node->safe_psql('postgres', q{
-		CHECKPOINT;
-		SELECT bpext_prewarm('t'), bpext_prewarm('t_pkey');
-	});
-	bpext_evict_shared_buffers($node);
-	my $before = bpext_stat($node, 'extension_page_reads');
-	bpext_check_table($node, 'postgres', 't', rows => $nrows, ver => $ver,
-		scan => 'index', name => $name);
-	my $reads = bpext_stat($node, 'extension_page_reads') - $before;
-	cmp_ok($reads, '>', 1000, "$name: served by the tier ($reads pages)");
-	return;
-}
-
-# The table reads back right, several ways, with the tier out of service.
-sub reads_still_right
-{
-	my ($name) = @_;
-	my $before = bpext_stat($node, 'extension_page_reads');
-	bpext_evict_shared_buffers($node);
-	bpext_check_table($node, 'postgres', 't', rows => $nrows, ver => $ver,
-		scan => 'index', name => $name);
-	bpext_check_lookups($node, 'postgres', 't', rows => $nrows, ver => $ver,
-		lookups => 3000, seed => 5, name => $name);
-	is(bpext_stat($node, 'extension_page_reads') - $before,
-		0, "$name: nothing more served by the tier");
-	return;
-}
-
 # After a failure: state 7 with the reason, one WARNING, the map emptied,
 # the counter moved.
 sub check_failed
@@ -130,7 +98,7 @@ sub reenable
 	is($cfg->{state}, 5, "$name: state 5");
 	is($cfg->{current_size_in_kb}, $tier_mb * 1024, "$name: size");
 	is(bpext_file_size($path), $tier_mb * 1024 * 1024, "$name: file size");
-	fill_and_read("$name, re-enabled");
+	bpext_fill_and_read($node, "$name, re-enabled", $nrows, $ver);
 	return;
 }
 
@@ -141,7 +109,7 @@ sub in_session
 	return $session->query_safe($sql);
 }
 
-fill_and_read('baseline');
+bpext_fill_and_read($node, 'baseline', $nrows, $ver);
 
 # --- read errors --------------------------------------------------------------
 {
@@ -158,7 +126,7 @@ fill_and_read('baseline');
 		"$name: the fault was hit");
 	check_failed($name, qr/could not read from the tier file: Input\/output error/,
 		$offset, 'io_errors', $io_before);
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 
 	# Re-enabled too early, while the disk still fails: refused, with the
 	# reason (the header cannot be read).
@@ -194,7 +162,7 @@ fill_and_read('baseline');
 		"$name: the fault was hit");
 	check_failed($name, qr/could not write to the tier file: Input\/output error/,
 		$offset, 'io_errors', $io_before);
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	bpext_fault($node, 'write_eio', 0);
 	reenable($name);
 }
@@ -214,7 +182,7 @@ fill_and_read('baseline');
 		"$name: the fault was hit");
 	check_failed($name, qr/could not write to the tier file: No space left on device/,
 		$offset, 'io_errors', $io_before);
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	bpext_fault($node, 'write_enospc', 0);
 	reenable($name);
 }
@@ -232,7 +200,7 @@ fill_and_read('baseline');
 		"$name: the fault was hit");
 	check_failed($name, qr/could not write to the tier file: No space left on device/,
 		$offset, 'io_errors', $io_before);
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	bpext_fault($node, 'write_short', 0);
 	reenable($name);
 }
@@ -257,7 +225,7 @@ fill_and_read('baseline');
 		$offset, undef, undef, $enable_re);
 	cmp_ok(bpext_file_size($path) // 0, '<=', 8192,
 		"$name: the space is given back (file cut to its header)");
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	bpext_fault($node, 'fallocate_enospc', 0);
 	reenable($name);
 }
@@ -280,7 +248,7 @@ fill_and_read('baseline');
 		qr/could not write the tier file header: (short write.*|No space left on device)$/,
 		"$name: the reason is a short write, not an unrelated error");
 	note('last_error: ' . bpext_config($node)->{last_error});
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	reenable($name);
 }
 
@@ -301,7 +269,7 @@ fill_and_read('baseline');
 	isnt($ret, 0, "$name: bpext_resize() fails");
 	like($err, qr/could not grow the tier file/, "$name: bpext_resize() says why");
 	note("bpext_resize('96MB') with a full disk returned: ret=$ret out=$out err=$err");
-	fill_and_read("$name, at the old size");
+	bpext_fill_and_read($node, "$name, at the old size", $nrows, $ver);
 	bpext_fault($node, 'fallocate_enospc', 0);
 	is($node->safe_psql('postgres', "SELECT bpext_resize('96MB')"),
 		'BUFFER POOL EXTENSION ENABLED', "$name: bpext_resize() once there is space");
@@ -309,7 +277,7 @@ fill_and_read('baseline');
 	is(bpext_file_size($path), 96 * 1024 * 1024, "$name: new file size");
 	is($node->safe_psql('postgres', "SELECT bpext_resize('${tier_mb}MB')"),
 		'BUFFER POOL EXTENSION ENABLED', "$name: back to ${tier_mb}MB");
-	fill_and_read("$name, resized back");
+	bpext_fill_and_read($node, "$name, resized back", $nrows, $ver);
 }
 
 # --- read errors while bpext_buffer_descriptors(true) reads the tier -----------------
@@ -339,9 +307,9 @@ fill_and_read('baseline');
 	cmp_ok(bpext_stat($node, 'io_errors'), '>', $io_before,
 		"$name: io_errors counted");
 	is(bpext_config($node)->{state}, 7, "$name: state 7");
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	$node->safe_psql('postgres', 'SELECT bpext_enable()');
-	fill_and_read("$name, tier usable");
+	bpext_fill_and_read($node, "$name, tier usable", $nrows, $ver);
 }
 
 # --- an unreadable tier file -----------------------------------------------------
@@ -362,7 +330,7 @@ fill_and_read('baseline');
 	check_failed($name,
 		qr/(?:can no longer be opened|could not open "\Q$path\E"): Permission denied/,
 		$offset);
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	is(bpext_file_mode($path), 0, "$name: mode left alone");
 
 	chmod 0600, $path or die "chmod: $!";
@@ -372,34 +340,7 @@ fill_and_read('baseline');
 # --- truncated under concurrent readers ----------------------------------------
 # Background sessions check random rows in a loop and raise an error on the
 # first wrong one; the file is cut while they read from it.
-$node->safe_psql('postgres', qq{
-CREATE FUNCTION hammer(secs float8) RETURNS bigint LANGUAGE plpgsql AS \$\$
-DECLARE
-	stop timestamptz := clock_timestamp() + secs * interval '1 second';
-	n bigint := 0;
-	bad bigint;
-	found bigint;
-BEGIN
-	SET LOCAL enable_seqscan = off;
-	SET LOCAL enable_bitmapscan = off;
-	SET LOCAL enable_hashjoin = off;
-	SET LOCAL enable_mergejoin = off;
-	WHILE clock_timestamp() < stop LOOP
-		SELECT count(*) FILTER (WHERE r.ver <> (CASE WHEN r.id % 3 = 0 THEN 1 ELSE 0 END)
-		                           OR r.v <> bpext_expected_v(r.id, r.ver)),
-		       count(*)
-		  INTO bad, found
-		  FROM generate_series(1, 500) g
-		  JOIN t r ON r.id = ((g + n) * 7919 % $nrows) + 1;
-		IF bad <> 0 OR found <> 500 THEN
-			RAISE EXCEPTION 'hammer: % wrong rows, % of 500 found', bad, found;
-		END IF;
-		n := n + 500;
-		PERFORM pg_prewarm('bpext_evictor') WHERE n % 20000 = 0;
-	END LOOP;
-	RETURN n;
-END \$\$;
-});
+bpext_create_hammer($node, $nrows, 'CASE WHEN r.id % 3 = 0 THEN 1 ELSE 0 END', 20000);
 
 sub start_hammers
 {
@@ -456,7 +397,7 @@ sub finish_hammers
 	finish_hammers($name, @h);
 	# Either the worker noticed the size, or a reader got a short read first.
 	check_failed($name, qr/has been truncated|could not read from the tier file/, $offset);
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	reenable($name);
 }
 
@@ -505,7 +446,7 @@ sub finish_hammers
 	my $why = bpext_config($node)->{last_error};
 	ok(($why =~ /checksum mismatch/ && $crc > 0) || $why =~ /has been replaced/,
 		"$name: caught by the page checksums ($crc crc_failures) or the file identity ($why)");
-	reads_still_right("$name, after");
+	bpext_reads_still_right($node, "$name, after", $nrows, $ver);
 	# The copy is a tier file of this cluster: bpext_enable() takes it over.
 	reenable($name);
 }
