@@ -10,7 +10,10 @@ OBJS = \
 	src/interpose.o \
 	src/prewarm.o \
 	src/scan_pool.o \
+	src/settings.o \
 	src/smgr_wrap.o \
+	src/smgr_wrap_block.o \
+	src/smgr_wrap_vectored.o \
 	src/sql_api.o \
 	src/stats.o \
 	src/tier_control.o \

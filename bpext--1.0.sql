@@ -39,6 +39,7 @@ CREATE FUNCTION bpext_stats_1_0(
     OUT misses bigint,
     OUT hit_ratio double precision,
     OUT data_file_reads bigint,
+    OUT data_file_read_calls bigint,
     OUT read_time_ms double precision,
     OUT write_time_ms double precision,
     OUT bytes_read bigint,

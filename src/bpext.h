@@ -97,7 +97,7 @@ typedef struct BpextControl
 
 extern BpextControl *BpextCtl;
 
-/* Settings (bpext.c). */
+/* Settings (settings.c). */
 extern char *bpext_path;
 extern int	bpext_size_mb;
 extern int	bpext_max_size_mb;
@@ -107,6 +107,8 @@ extern bool bpext_direct_io;
 extern int	bpext_push_interval_ms;
 extern int	bpext_push_lookahead;
 extern bool bpext_log_events;
+
+extern void bpext_define_settings(void);
 
 /*
  * Is the tier serving and admitting pages?  Cheap enough for every smgr

@@ -4,10 +4,12 @@
  *	  bpext_drop_clean_buffers() and bpext_flush(database): SQL Server's
  *	  DBCC DROPCLEANBUFFERS and DBCC FLUSH, as scans over the worker pool.
  *
- * Dropping a clean buffer is what bufmgr.c's InvalidateBuffer does for a
- * dropped relation (and PostgreSQL 17's EvictUnpinnedBuffer for one
- * buffer), restricted to buffers that are valid, not dirty, not being
- * read or written and not pinned: under the buffer mapping partition lock
+ * Dropping a clean buffer is PostgreSQL 17's EvictUnpinnedBuffer, called
+ * for buffers that are valid, not dirty, not being read or written and not
+ * pinned (one dirtied in between is written out, then dropped).  15 has no
+ * such function, so there bpext does what bufmgr.c's InvalidateBuffer does
+ * for a dropped relation, restricted to such buffers: under the buffer
+ * mapping partition lock
  * held exclusive and the buffer header lock, the tag is cleared, the
  * mapping entry deleted and the buffer put on the free list.  Nobody can
  * pin the buffer meanwhile (ReadBuffer finds it under the mapping lock,
@@ -59,14 +61,24 @@ static bool
 drop_clean_buffer(int i)
 {
 	BufferDesc *desc = GetBufferDescriptor(i);
+#if !BPEXT_HAVE_EVICT_UNPINNED_BUFFER
 	BufferTag	tag;
 	uint32		hash;
 	LWLock	   *partition_lock;
 	uint32		state;
+#endif
 
 	/* Most buffers are ruled out without any lock. */
 	if (!droppable(pg_atomic_read_u32(&desc->state)))
 		return false;
+#if BPEXT_HAVE_EVICT_UNPINNED_BUFFER
+
+	/*
+	 * It re-checks under the header lock that the buffer is valid and
+	 * unpinned; one dirtied since our look is written out first.
+	 */
+	return EvictUnpinnedBuffer(BufferDescriptorGetBuffer(desc));
+#else
 	state = LockBufHdr(desc);
 	tag = desc->tag;
 	UnlockBufHdr(desc, state);
@@ -77,7 +89,7 @@ drop_clean_buffer(int i)
 	partition_lock = BufMappingPartitionLock(hash);
 	LWLockAcquire(partition_lock, LW_EXCLUSIVE);
 	state = LockBufHdr(desc);
-	if (!droppable(state) || !BUFFERTAGS_EQUAL(tag, desc->tag))
+	if (!droppable(state) || !BPEXT_BUFTAGS_EQUAL(tag, desc->tag))
 	{
 		UnlockBufHdr(desc, state);
 		LWLockRelease(partition_lock);
@@ -90,6 +102,7 @@ drop_clean_buffer(int i)
 	LWLockRelease(partition_lock);
 	StrategyFreeBuffer(desc);
 	return true;
+#endif
 }
 
 /*
@@ -132,7 +145,7 @@ bpext_flush_unit(BpextScan *scan, uint64 unit)
 	tag = desc->tag;
 	UnlockBufHdr(desc, state);
 	if ((state & (BM_VALID | BM_DIRTY)) != (BM_VALID | BM_DIRTY) ||
-		BPEXT_RELFILE_DB(BPEXT_BUFTAG_RELFILE(tag)) != args->dbid)
+		BPEXT_BUFTAG_DB(tag) != args->dbid)
 		return;
 
 	/* The buffer may have been reused since: then this pins nothing. */

@@ -14,15 +14,24 @@
  *
  *	- Renamed types and changed signatures in the server API (RelFileNode
  *	  became RelFileLocator in 16, smgr_truncate gained old_blocks in
- *	  15.11/16.7/17.3, smgr_read became smgr_readv in 17, ...).
+ *	  15.11/16.7/17.3, smgr_read became smgr_readv in 17, ...).  Each is
+ *	  a macro or inline shim named for what changed, so the rest of bpext
+ *	  reads the same on every major.
+ *
+ * The storage-manager read and write path differs by generation: 15 reads
+ * and writes one block per call (smgr_wrap_block.c), 17 reads and writes
+ * vectors of blocks and grows relations with zeroextend
+ * (smgr_wrap_vectored.c).  BPEXT_SMGR_VECTORED says which one is built.
  *
  * db_hooks.c also relies on RmgrTable being writable and on the
  * xl_dbase_create_file_copy_rec / _wal_log_rec / xl_dbase_drop_rec
  * records, both of which exist from 15 on unchanged through 18.
  *
- * Only 15 is built and tested today; the entries for later majors follow
- * the source trees of those releases and are refused at compile time until
- * they have been built and tested (see the #error at the end).
+ * 15 and 17 are built and tested.  16 is refused at compile time: no
+ * package of its server headers can be had on the machines bpext is
+ * tested on, and untested interposition is not something to ship.  18
+ * reads through asynchronous I/O (smgr_startreadv), which needs its own
+ * read path; its layout is recorded below for that work.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -31,10 +40,10 @@
 #ifndef BPEXT_COMPAT_H
 #define BPEXT_COMPAT_H
 
-#include "storage/md.h"
-#include "storage/relfilenode.h"
-#include "storage/smgr.h"
 #include "storage/buf_internals.h"
+#include "storage/md.h"
+#include "storage/proc.h"
+#include "storage/smgr.h"
 
 /*
  * The patched smgr table reaches every process by fork() inheritance from
@@ -45,73 +54,124 @@
 #error "bpext needs a fork()-based server: EXEC_BACKEND and Windows builds are not supported"
 #endif
 
-#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 160000
-#error "bpext supports PostgreSQL 15 only so far; see src/compat.h for the plan for 16, 17 and 18"
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 180000
+#error "bpext supports PostgreSQL 15 and 17; see src/compat.h"
+#endif
+#if PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 170000
+#error "bpext does not support PostgreSQL 16: it has never been built or tested against 16's server headers (see the README)"
 #endif
 
 /*
- * smgr_truncate gained an "old_blocks" argument in 15.11 (smgrtruncate2).
- * A server whose minor release is on the other side of that change than the
- * headers we were built with would call our wrapper with the wrong
- * arguments; interpose.c refuses to start in that case.
+ * smgr_truncate gained an "old_blocks" argument in 15.11 and 17.3
+ * (smgrtruncate2).  A server whose minor release is on the other side of
+ * that change than the headers we were built with would call our wrapper
+ * with the wrong arguments; interpose.c refuses to start in that case.
+ * The audited range starts at the change: older minor releases of a
+ * supported major are refused at start.
  */
-#if PG_VERSION_NUM >= 150011
+#if PG_VERSION_NUM >= 170000
 #define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
-#else
-#define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 0
-#endif
-
-/* The oldest and newest minor releases whose f_smgr bpext has audited. */
+#define BPEXT_AUDITED_MIN_VERSION_NUM	170003
+#define BPEXT_AUDITED_MAX_VERSION_NUM	179999
+#define BPEXT_TRUNCATE_CHANGED_IN		"17.3"
+#elif PG_VERSION_NUM >= 150011
+#define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
 #define BPEXT_AUDITED_MIN_VERSION_NUM	150011
 #define BPEXT_AUDITED_MAX_VERSION_NUM	159999
+#define BPEXT_TRUNCATE_CHANGED_IN		"15.11"
+#else
+#define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 0
+#define BPEXT_AUDITED_MIN_VERSION_NUM	150011
+#define BPEXT_AUDITED_MAX_VERSION_NUM	159999
+#define BPEXT_TRUNCATE_CHANGED_IN		"15.11"
+#endif
 
 /*
- * The f_smgr struct of PostgreSQL 15, in order, as smgrsw[0] initialises it
- * (smgr_shutdown is NULL).  interpose.c looks for exactly this run of
- * pointers in the server's read-only-after-relocation data.
- */
-#define BPEXT_MD_SLOTS \
-	(void *) mdinit, NULL, (void *) mdopen, (void *) mdclose, \
-	(void *) mdcreate, (void *) mdexists, (void *) mdunlink, \
-	(void *) mdextend, (void *) mdprefetch, (void *) mdread, \
-	(void *) mdwrite, (void *) mdwriteback, (void *) mdnblocks, \
-	(void *) mdtruncate, (void *) mdimmedsync
-
-/*
- * Slot indexes (pointer-sized units; every f_smgr member is a function
- * pointer) of the members bpext replaces.  For the majors still to come,
- * read off their source trees and the Debian binaries:
+ * The f_smgr struct, in order, as smgrsw[0] initialises it (smgr_shutdown
+ * is NULL).  interpose.c looks for exactly this run of pointers in the
+ * server's read-only-after-relocation data.  Slot indexes are in pointer-
+ * sized units (every f_smgr member is a function pointer):
  *
  *					15		16		17		18
  *	create			4		4		4		4
  *	unlink			6		6		6		6
  *	extend			7		7		7		7
  *	zeroextend		-		8		8		8	(16+: ordinary relation growth)
+ *	prefetch		8		9		9		9	(17+: a block range)
  *	read/readv		9		10		10 (v)	11 (v)
  *	startreadv		-		-		-		12	(18: all buffered reads, AIO)
  *	write/writev	10		11		11 (v)	13 (v)
  *	truncate		13		14		14		16
  *	table size		120		128		136		160 bytes
  *
- * 16 renames RelFileNode to RelFileLocator (smgr_rlocator, spcOid, dbOid,
- * relNumber) and flattens BufferTag; 17 makes smgrread/smgrwrite inline
- * wrappers of the vectored calls; 18 reads through smgr_startreadv and
- * completes in md's AIO callback, so a tier hit must be staged as a
- * synchronous read of the tier file (design.md §4).
+ * 18 adds maxcombine (10), startreadv (12) and fd (19) and completes reads
+ * in md's AIO callback, so a tier hit must be staged as a synchronous read
+ * of the tier file (design.md §4): that is a read path of its own.
  */
+#if PG_VERSION_NUM >= 170000
+#define BPEXT_SMGR_VECTORED 1
+#define BPEXT_MD_SLOTS \
+	(void *) mdinit, NULL, (void *) mdopen, (void *) mdclose, \
+	(void *) mdcreate, (void *) mdexists, (void *) mdunlink, \
+	(void *) mdextend, (void *) mdzeroextend, (void *) mdprefetch, \
+	(void *) mdreadv, (void *) mdwritev, (void *) mdwriteback, \
+	(void *) mdnblocks, (void *) mdtruncate, (void *) mdimmedsync, \
+	(void *) mdregistersync
+#define BPEXT_SLOT_CREATE		4
+#define BPEXT_SLOT_UNLINK		6
+#define BPEXT_SLOT_EXTEND		7
+#define BPEXT_SLOT_ZEROEXTEND	8
+#define BPEXT_SLOT_PREFETCH		9
+#define BPEXT_SLOT_READV		10
+#define BPEXT_SLOT_WRITEV		11
+#define BPEXT_SLOT_TRUNCATE		14
+#else
+#define BPEXT_SMGR_VECTORED 0
+#define BPEXT_MD_SLOTS \
+	(void *) mdinit, NULL, (void *) mdopen, (void *) mdclose, \
+	(void *) mdcreate, (void *) mdexists, (void *) mdunlink, \
+	(void *) mdextend, (void *) mdprefetch, (void *) mdread, \
+	(void *) mdwrite, (void *) mdwriteback, (void *) mdnblocks, \
+	(void *) mdtruncate, (void *) mdimmedsync
 #define BPEXT_SLOT_CREATE		4
 #define BPEXT_SLOT_UNLINK		6
 #define BPEXT_SLOT_EXTEND		7
 #define BPEXT_SLOT_READ			9
 #define BPEXT_SLOT_WRITE		10
 #define BPEXT_SLOT_TRUNCATE		13
+#endif
 
-/* Relation identity: RelFileNode until 15, RelFileLocator from 16 on. */
+/*
+ * Relation identity: RelFileNode until 15, RelFileLocator from 16 on.
+ * BPEXT_BUFTAG_RELFILE yields a value (16 flattened BufferTag), so callers
+ * copy it into a local before taking its address.
+ */
+#if PG_VERSION_NUM >= 160000
+#include "storage/relfilelocator.h"
+
+typedef RelFileLocator BpextRelFile;
+typedef RelFileLocatorBackend BpextRelFileBackend;
+
+#define BPEXT_SMGR_RELFILE(reln)		((reln)->smgr_rlocator.locator)
+#define BPEXT_BACKEND_IS_TEMP(rfb)		RelFileLocatorBackendIsTemp(rfb)
+#define BPEXT_BACKEND_RELFILE(rfb)		((rfb).locator)
+#define BPEXT_RELFILE_SPC(rf)			((rf).spcOid)
+#define BPEXT_RELFILE_DB(rf)			((rf).dbOid)
+#define BPEXT_RELFILE_NUMBER(rf)		((rf).relNumber)
+#define BPEXT_RELFILE_EQUAL(a, b)		RelFileLocatorEquals(a, b)
+
+#define BPEXT_BUFTAG_RELFILE(tag)		BufTagGetRelFileLocator(&(tag))
+#define BPEXT_BUFTAG_FORK(tag)			BufTagGetForkNum(&(tag))
+#define BPEXT_BUFTAG_BLOCK(tag)			((tag).blockNum)
+#define BPEXT_BUFTAG_DB(tag)			((tag).dbOid)
+#define BPEXT_BUFTAGS_EQUAL(a, b)		BufferTagsEqual(&(a), &(b))
+#else
+#include "storage/relfilenode.h"
+
 typedef RelFileNode BpextRelFile;
 typedef RelFileNodeBackend BpextRelFileBackend;
 
 #define BPEXT_SMGR_RELFILE(reln)		((reln)->smgr_rnode.node)
-#define BPEXT_SMGR_IS_TEMP(reln)		SmgrIsTemp(reln)
 #define BPEXT_BACKEND_IS_TEMP(rfb)		RelFileNodeBackendIsTemp(rfb)
 #define BPEXT_BACKEND_RELFILE(rfb)		((rfb).node)
 #define BPEXT_RELFILE_SPC(rf)			((rf).spcNode)
@@ -119,31 +179,78 @@ typedef RelFileNodeBackend BpextRelFileBackend;
 #define BPEXT_RELFILE_NUMBER(rf)		((rf).relNode)
 #define BPEXT_RELFILE_EQUAL(a, b)		RelFileNodeEquals(a, b)
 
-/* Buffer tags and headers. */
 #define BPEXT_BUFTAG_RELFILE(tag)		((tag).rnode)
 #define BPEXT_BUFTAG_FORK(tag)			((tag).forkNum)
 #define BPEXT_BUFTAG_BLOCK(tag)			((tag).blockNum)
+#define BPEXT_BUFTAG_DB(tag)			((tag).rnode.dbNode)
+#define BPEXT_BUFTAGS_EQUAL(a, b)		BUFFERTAGS_EQUAL(a, b)
+#endif
+
+#define BPEXT_SMGR_IS_TEMP(reln)		SmgrIsTemp(reln)
+
+/*
+ * This process's PGPROC number, which indexes per-process shared arrays
+ * (PGPROC.pgprocno became the global MyProcNumber in 17).
+ */
+#if PG_VERSION_NUM >= 170000
+#define BPEXT_MY_PROC_NUMBER()			((int) MyProcNumber)
+#else
+#define BPEXT_MY_PROC_NUMBER()			(MyProc->pgprocno)
+#endif
+
+/*
+ * A process leaving with buffer I/O under way must end it before letting
+ * go of its pins.  Until 16 that is AbortBufferIO(); from 17 on the
+ * resource owner tracks buffer I/O and releases it with the pins
+ * (ResourceOwnerRelease, RESOURCE_RELEASE_BEFORE_LOCKS).
+ */
+#if PG_VERSION_NUM >= 170000
+#define bpext_abort_buffer_io()			((void) 0)
+#else
+#define bpext_abort_buffer_io()			AbortBufferIO()
+#endif
+
+/*
+ * Dropping one clean, unpinned shared buffer.  17 has a public function
+ * for it; 15 has none, so buffer_ops.c does what InvalidateBuffer does.
+ */
+#if PG_VERSION_NUM >= 170000
+#define BPEXT_HAVE_EVICT_UNPINNED_BUFFER 1
+#else
+#define BPEXT_HAVE_EVICT_UNPINNED_BUFFER 0
+#endif
 
 /* Signatures of the md.c functions bpext wraps. */
-#define BPEXT_READ_ARGS \
-	SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum, char *buffer
-#define BPEXT_WRITE_ARGS \
-	SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum, \
-	char *buffer, bool skipFsync
-#define BPEXT_EXTEND_ARGS BPEXT_WRITE_ARGS
-#define BPEXT_UNLINK_ARGS \
-	RelFileNodeBackend rlocator, ForkNumber forknum, bool isRedo
-#define BPEXT_CREATE_ARGS \
-	SMgrRelation reln, ForkNumber forknum, bool isRedo
 #if BPEXT_TRUNCATE_HAS_OLD_BLOCKS
 #define BPEXT_TRUNCATE_ARGS \
 	SMgrRelation reln, ForkNumber forknum, BlockNumber old_blocks, \
 	BlockNumber nblocks
 #define BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks)	(old_blocks)
+#define bpext_mdtruncate(reln, forknum, old_blocks, nblocks) \
+	mdtruncate(reln, forknum, old_blocks, nblocks)
 #else
 #define BPEXT_TRUNCATE_ARGS \
 	SMgrRelation reln, ForkNumber forknum, BlockNumber nblocks
 #define BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks)	InvalidBlockNumber
+#define bpext_mdtruncate(reln, forknum, old_blocks, nblocks) \
+	mdtruncate(reln, forknum, nblocks)
 #endif
+
+/* Page images passed to extend and write: const from 16 on. */
+#if PG_VERSION_NUM >= 160000
+typedef const void *BpextPageIn;
+#else
+typedef char *BpextPageIn;
+#endif
+
+/*
+ * Fails the build unless a wrapper has exactly the type of the md.c
+ * function whose slot it takes: a signature change upstream must break the
+ * build, not corrupt the stack at run time.
+ */
+#define BPEXT_ASSERT_WRAPS(wrapper, md_function) \
+	StaticAssertDecl(__builtin_types_compatible_p(__typeof__(&(wrapper)), \
+												  __typeof__(&(md_function))), \
+					 #wrapper " must have exactly the type of " #md_function)
 
 #endif							/* BPEXT_COMPAT_H */

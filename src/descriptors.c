@@ -292,7 +292,7 @@ put_shared_buffer(BpextScan *scan, int i)
 	memcpy(copy + BLCKSZ - 16, page + BLCKSZ - 16, 16);
 
 	state = LockBufHdr(desc);
-	unchanged = (state & BM_VALID) && BUFFERTAGS_EQUAL(tag, desc->tag);
+	unchanged = (state & BM_VALID) && BPEXT_BUFTAGS_EQUAL(tag, desc->tag);
 	UnlockBufHdr(desc, state);
 	if (!unchanged)
 		return false;

@@ -91,7 +91,8 @@ is_clean_victim(uint32 buf_state)
 static bool
 copy_candidate(const PushCandidate *cand)
 {
-	const BpextRelFile *rfile = &BPEXT_BUFTAG_RELFILE(cand->tag);
+	BpextRelFile rfile_copy = BPEXT_BUFTAG_RELFILE(cand->tag);
+	const BpextRelFile *rfile = &rfile_copy;
 	ForkNumber	fork = BPEXT_BUFTAG_FORK(cand->tag);
 	BlockNumber block = BPEXT_BUFTAG_BLOCK(cand->tag);
 	BufferDesc *desc = GetBufferDescriptor(cand->buf_id);
@@ -216,9 +217,9 @@ bpext_push_round(void)
 	for (i = 0; i < ncand && bpext_tier_enabled(); i++)
 	{
 		const BufferTag *tag = &candidates[i].tag;
+		BpextRelFile rfile = BPEXT_BUFTAG_RELFILE(*tag);
 
-		if (tier_map_contains(&BPEXT_BUFTAG_RELFILE(*tag),
-							  BPEXT_BUFTAG_FORK(*tag),
+		if (tier_map_contains(&rfile, BPEXT_BUFTAG_FORK(*tag),
 							  BPEXT_BUFTAG_BLOCK(*tag)))
 			continue;
 		if (copy_candidate(&candidates[i]) &&

@@ -93,7 +93,8 @@ check_server_version(void)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("bpext was built for a different minor release of PostgreSQL %d than the server's (%s)",
 						PG_VERSION_NUM / 10000, vstr),
-				 errdetail("The storage manager's truncate signature changed in 15.11; the server and the headers bpext was built with are on different sides of that change."),
+				 errdetail("The storage manager's truncate signature changed in %s; the server and the headers bpext was built with are on different sides of that change.",
+						   BPEXT_TRUNCATE_CHANGED_IN),
 				 errhint("Rebuild bpext against the server's own headers.")));
 	if (version < BPEXT_AUDITED_MIN_VERSION_NUM ||
 		version > BPEXT_AUDITED_MAX_VERSION_NUM)
@@ -187,12 +188,19 @@ bpext_interpose_smgr(const BpextSmgrWrappers *wrappers)
 		int			slot;
 		void	   *fn;
 	}			swaps[] = {
-		{BPEXT_SLOT_CREATE, wrappers->create},
-		{BPEXT_SLOT_UNLINK, wrappers->unlink},
-		{BPEXT_SLOT_EXTEND, wrappers->extend},
-		{BPEXT_SLOT_READ, wrappers->read},
-		{BPEXT_SLOT_WRITE, wrappers->write},
-		{BPEXT_SLOT_TRUNCATE, wrappers->truncate},
+		{BPEXT_SLOT_CREATE, (void *) wrappers->create},
+		{BPEXT_SLOT_UNLINK, (void *) wrappers->unlink},
+		{BPEXT_SLOT_EXTEND, (void *) wrappers->extend},
+		{BPEXT_SLOT_TRUNCATE, (void *) wrappers->truncate},
+#if BPEXT_SMGR_VECTORED
+		{BPEXT_SLOT_ZEROEXTEND, (void *) wrappers->zeroextend},
+		{BPEXT_SLOT_PREFETCH, (void *) wrappers->prefetch},
+		{BPEXT_SLOT_READV, (void *) wrappers->readv},
+		{BPEXT_SLOT_WRITEV, (void *) wrappers->writev},
+#else
+		{BPEXT_SLOT_READ, (void *) wrappers->read},
+		{BPEXT_SLOT_WRITE, (void *) wrappers->write},
+#endif
 	};
 	int			i;
 

@@ -10,15 +10,28 @@
 #ifndef BPEXT_INTERPOSE_H
 #define BPEXT_INTERPOSE_H
 
-/* The wrapper for each f_smgr member bpext replaces (smgr_wrap.c). */
+#include "compat.h"
+
+/*
+ * The wrapper for each f_smgr member bpext replaces (smgr_wrap*.c), each
+ * typed as the md.c function it replaces, so that the compiler checks
+ * every assignment.
+ */
 typedef struct BpextSmgrWrappers
 {
-	void	   *create;
-	void	   *unlink;
-	void	   *extend;
-	void	   *read;
-	void	   *write;
-	void	   *truncate;
+	__typeof__(&mdcreate) create;
+	__typeof__(&mdunlink) unlink;
+	__typeof__(&mdextend) extend;
+	__typeof__(&mdtruncate) truncate;
+#if BPEXT_SMGR_VECTORED
+	__typeof__(&mdzeroextend) zeroextend;
+	__typeof__(&mdprefetch) prefetch;
+	__typeof__(&mdreadv) readv;
+	__typeof__(&mdwritev) writev;
+#else
+	__typeof__(&mdread) read;
+	__typeof__(&mdwrite) write;
+#endif
 } BpextSmgrWrappers;
 
 extern void bpext_interpose_smgr(const BpextSmgrWrappers *wrappers);

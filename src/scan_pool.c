@@ -233,13 +233,6 @@ struct BpextScan
 	bool		collected;		/* the leader copied workers' rows */
 };
 
-/* Settings. */
-int			bpext_scan_workers = -1;
-bool		bpext_parallel_scan = true;
-int			bpext_scan_task_buffers = 16384;
-int			bpext_log_scan_min_duration_ms = 10000;
-int			bpext_scan_task_delay_ms = 0;
-
 static ScanPool *Pool = NULL;
 static int	pool_size = 0;		/* workers registered at start */
 
@@ -342,14 +335,14 @@ wake_workers(void)
 		pgprocno = Pool->workers[i].pgprocno;
 		SpinLockRelease(&Pool->mutex);
 		if (pgprocno >= 0)
-			SetLatch(&ProcGlobal->allProcs[pgprocno].procLatch);
+			SetLatch(&GetPGProcByNumber(pgprocno)->procLatch);
 	}
 }
 
 static void
 wake_leader(ScanShared *shared)
 {
-	SetLatch(&ProcGlobal->allProcs[shared->leader_pgprocno].procLatch);
+	SetLatch(&GetPGProcByNumber(shared->leader_pgprocno)->procLatch);
 }
 
 static bool
@@ -879,7 +872,7 @@ init_shared(ScanShared *shared, const BpextScanSpec *spec, int ntasks)
 	shared->magic = SCAN_MAGIC;
 	shared->op = spec->op;
 	shared->args = spec->args;
-	shared->leader_pgprocno = MyProc->pgprocno;
+	shared->leader_pgprocno = BPEXT_MY_PROC_NUMBER();
 	shared->client_leader = MyBackendType == B_BACKEND;
 	pg_atomic_init_u32(&shared->cancelled, 0);
 	SpinLockInit(&shared->mutex);
@@ -1162,7 +1155,7 @@ scan_worker_exit(int code, Datum arg)
 
 	/* As AbortTransaction does: I/O and content locks before pins. */
 	LWLockReleaseAll();
-	AbortBufferIO();
+	bpext_abort_buffer_io();
 	UnlockBuffers();
 	if (my_scan != NULL)
 	{
@@ -1240,7 +1233,7 @@ bpext_scan_worker_main(Datum main_arg)
 
 	SpinLockAcquire(&Pool->mutex);
 	Pool->workers[my_worker_index].pid = MyProcPid;
-	Pool->workers[my_worker_index].pgprocno = MyProc->pgprocno;
+	Pool->workers[my_worker_index].pgprocno = BPEXT_MY_PROC_NUMBER();
 	SpinLockRelease(&Pool->mutex);
 	pg_atomic_fetch_add_u32(&Pool->workers[my_worker_index].incarnation, 1);
 	before_shmem_exit(scan_worker_exit, 0);

@@ -1,7 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * smgr_wrap.h
- *	  bpext's storage-manager wrappers.
+ *	  bpext's storage-manager wrappers: the ones every generation shares
+ *	  (smgr_wrap.c) and the read/write path of the generation being built
+ *	  (smgr_wrap_block.c for 15, smgr_wrap_vectored.c for 17).
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -10,6 +12,53 @@
 #ifndef BPEXT_SMGR_WRAP_H
 #define BPEXT_SMGR_WRAP_H
 
+#include "miscadmin.h"
+
+#include "bpext.h"
+#include "compat.h"
+#include "interpose.h"
+
 extern void bpext_install_smgr_wrappers(void);
+
+/* The generation's read and write wrappers (smgr_wrap_block/vectored.c). */
+extern void bpext_fill_read_write_wrappers(BpextSmgrWrappers *wrappers);
+
+/* Store the image just written to a data file in the tier (dual write). */
+extern void bpext_smgr_store_written(const BpextRelFile *rfile,
+									 ForkNumber forknum, BlockNumber blocknum,
+									 const char *image);
+
+/*
+ * May this process serve or admit pages of this relation?  Never for
+ * temporary relations.
+ */
+static inline bool
+bpext_smgr_serves(SMgrRelation reln)
+{
+	return bpext_tier_enabled() && !BPEXT_SMGR_IS_TEMP(reln);
+}
+
+/*
+ * Must this relation's file changes be reported to the map?  Always, but
+ * for temporary relations: also while the tier is off, so that the map is
+ * right whatever happens while it comes back.
+ */
+static inline bool
+bpext_smgr_tracks(SMgrRelation reln)
+{
+	return BpextCtl != NULL && !BPEXT_SMGR_IS_TEMP(reln);
+}
+
+/*
+ * Dual-write this page?  Not from the checkpointer: the pages it writes
+ * stay in shared buffers, and are pushed when they are evicted clean.  Not
+ * in a critical section either: nothing there should wait on the SSD.
+ */
+static inline bool
+bpext_smgr_dual_write_wanted(SMgrRelation reln)
+{
+	return bpext_write_policy == BPEXT_WRITE_DUAL && bpext_smgr_serves(reln) &&
+		CritSectionCount == 0 && MyBackendType != B_CHECKPOINTER;
+}
 
 #endif							/* BPEXT_SMGR_WRAP_H */

@@ -130,8 +130,8 @@ bpext_stats_1_0(PG_FUNCTION_ARGS)
 	BpextCounters c;
 	TimestampTz reset_at;
 	UnreferencedAcc unref = {0, 0};
-	Datum		values[27];
-	bool		nulls[27] = {0};
+	Datum		values[28];
+	bool		nulls[28] = {0};
 	uint32		used;
 	uint32		active;
 	int			i = 0;
@@ -166,6 +166,7 @@ bpext_stats_1_0(PG_FUNCTION_ARGS)
 	else
 		nulls[i++] = true;
 	values[i++] = Int64GetDatum(c.data_file_reads);
+	values[i++] = Int64GetDatum(c.data_file_read_calls);
 	values[i++] = Float8GetDatum(c.read_time_us / 1000.0);
 	values[i++] = Float8GetDatum(c.write_time_us / 1000.0);
 	values[i++] = Int64GetDatum(c.page_reads * BLCKSZ);

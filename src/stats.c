@@ -33,6 +33,7 @@
 #include "storage/shmem.h"
 
 #include "bpext.h"
+#include "compat.h"
 #include "stats.h"
 
 #define BPEXT_MAX_DATABASES 256
@@ -146,12 +147,12 @@ count_for_database(ProcCounters *slot)
 void
 bpext_stats_attach(void)
 {
-	if (Stats == NULL || MyProc == NULL || MyProc->pgprocno >= Stats->nprocs)
+	if (Stats == NULL || MyProc == NULL || BPEXT_MY_PROC_NUMBER() >= Stats->nprocs)
 	{
 		BpextMyCounters = &orphan_counters;
 		return;
 	}
-	MySlot = &Stats->procs[MyProc->pgprocno].pc;
+	MySlot = &Stats->procs[BPEXT_MY_PROC_NUMBER()].pc;
 	BpextMyCounters = &MySlot->c;
 }
 

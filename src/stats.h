@@ -34,6 +34,7 @@ typedef struct BpextCounters
 	uint64		hits;			/* lookups that found a current copy */
 	uint64		page_reads;		/* pages served from the tier */
 	uint64		data_file_reads;	/* misses read from a data file instead */
+	uint64		data_file_read_calls;	/* md read calls that read them */
 	uint64		page_writes;	/* pages written into the tier */
 	uint64		page_evictions; /* live pages evicted to make room */
 	uint64		invalidations;	/* live pages dropped because their data

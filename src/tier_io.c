@@ -141,6 +141,24 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	return true;
 }
 
+/*
+ * Will the tier not serve this block?  Counted as a lookup (a miss) when
+ * it will not; a block it holds is left to tier_serve_page, which counts
+ * it when it reads it.  The answer may be out of date by the time the
+ * caller acts on it, which costs a data-file read at worst: serving is
+ * only ever decided by tier_serve_page.
+ */
+bool
+tier_will_miss(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
+{
+	if (!tier_file_ready())
+		return true;
+	if (tier_map_contains(rfile, fork, block))
+		return false;
+	BPEXT_COUNT(lookups, 1);
+	return true;
+}
+
 /* Serve a shared-buffer miss from the tier, if it can. */
 bool
 tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,

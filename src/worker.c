@@ -84,7 +84,7 @@ worker_detach(int code, Datum arg)
 {
 	/* As AbortTransaction does: I/O and content locks before pins. */
 	LWLockReleaseAll();
-	AbortBufferIO();
+	bpext_abort_buffer_io();
 	UnlockBuffers();
 	bpext_push_abandon();
 	if (CurrentResourceOwner != NULL)

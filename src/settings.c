@@ -1,0 +1,214 @@
+/*-------------------------------------------------------------------------
+ *
+ * settings.c
+ *	  bpext's settings (the bpext.* GUCs) and the pointer to its shared
+ *	  control block: the state every other file reads.
+ *
+ * This file calls into no other part of bpext, so that everything can
+ * depend on it and it on nothing: _PG_init (bpext.c) defines the settings
+ * through bpext_define_settings and sets BpextCtl up in shared memory.
+ *
+ * Locking: the variables are per process, set by the GUC machinery; see
+ * bpext.h for the protocol of the control block.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/guc.h"
+
+#include "bpext.h"
+#include "scan_pool.h"
+
+BpextControl *BpextCtl = NULL;
+
+char	   *bpext_path = NULL;
+int			bpext_size_mb = 0;
+int			bpext_max_size_mb = 8192;
+int			bpext_write_policy = BPEXT_WRITE_DUAL;
+int			bpext_admission = BPEXT_ADMIT_EVICT;
+bool		bpext_direct_io = false;
+int			bpext_push_interval_ms = 10;
+int			bpext_push_lookahead = 0;
+bool		bpext_log_events = false;
+
+int			bpext_scan_workers = -1;
+bool		bpext_parallel_scan = true;
+int			bpext_scan_task_buffers = 16384;
+int			bpext_log_scan_min_duration_ms = 10000;
+int			bpext_scan_task_delay_ms = 0;
+
+static const struct config_enum_entry write_policy_options[] = {
+	{"invalidate", BPEXT_WRITE_INVALIDATE, false},
+	{"dual_write", BPEXT_WRITE_DUAL, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry admission_options[] = {
+	{"evict", BPEXT_ADMIT_EVICT, false},
+	{"read", BPEXT_ADMIT_READ, false},
+	{NULL, 0, false}
+};
+
+static bool
+check_tier_path(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	if (!is_absolute_path(*newval))
+	{
+		GUC_check_errdetail("bpext.path must be an absolute path.");
+		return false;
+	}
+	if (strlen(*newval) >= MAXPGPATH)
+	{
+		GUC_check_errdetail("bpext.path is longer than %d bytes.", MAXPGPATH - 1);
+		return false;
+	}
+	return true;
+}
+
+/* Define every bpext.* setting (from _PG_init). */
+void
+bpext_define_settings(void)
+{
+	DefineCustomStringVariable("bpext.path",
+							   "Path of the tier file, on a fast local disk.",
+							   "The file is created if missing (mode 0600); an existing file is used only if it is a bpext tier file of this cluster.",
+							   &bpext_path,
+							   "",
+							   PGC_SIGHUP,
+							   0,
+							   check_tier_path, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.size",
+							"Size of the tier file; 0 turns the tier off.",
+							"Changes take effect online, up to bpext.max_size.",
+							&bpext_size_mb,
+							0,
+							0, INT_MAX / 2,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.max_size",
+							"Largest tier size that bpext.size can be set to without a restart.",
+							"Shared memory for the tier's map is reserved for the larger of this and bpext.size at server start.",
+							&bpext_max_size_mb,
+							8192,
+							0, INT_MAX / 2,
+							PGC_POSTMASTER,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("bpext.write_policy",
+							 "What happens to the tier's copy of a page written to its data file.",
+							 "dual_write stores the new image in the tier; invalidate only drops the old copy.",
+							 &bpext_write_policy,
+							 BPEXT_WRITE_DUAL,
+							 write_policy_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("bpext.admission",
+							 "Which pages enter the tier besides dual writes.",
+							 "evict pushes clean pages about to leave shared buffers; read also stores every page read from a data file.",
+							 &bpext_admission,
+							 BPEXT_ADMIT_EVICT,
+							 admission_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bpext.direct_io",
+							 "Use O_DIRECT for tier file I/O where the file system supports it.",
+							 "Off (the default), the kernel's page cache holds the hottest tier pages within the server's memory, as it holds data-file pages without bpext; on keeps them out of it.",
+							 &bpext_direct_io,
+							 false,
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.push_interval",
+							"Sleep between eviction-push rounds when there was nothing to push.",
+							NULL,
+							&bpext_push_interval_ms,
+							10,
+							1, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.push_lookahead",
+							"Buffers ahead of the clock hand examined per eviction-push round; 0 means shared_buffers/4.",
+							NULL,
+							&bpext_push_lookahead,
+							0,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bpext.log_events",
+							 "Log the tier's page writes, reads and evictions once a second.",
+							 "The equivalent of SQL Server's buffer pool extension extended events, aggregated.",
+							 &bpext_log_events,
+							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.scan_workers",
+							"Background workers that run buffer and tier scans in parallel; -1 sizes the pool to the machine.",
+							"-1 means one per CPU, at most 8 and at most half of max_worker_processes less one.",
+							&bpext_scan_workers,
+							-1,
+							-1, 64,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bpext.parallel_scan",
+							 "Split buffer and tier scans over the scan workers.",
+							 "Off makes every scan serial, like the trace flag that turns off SQL Server's parallel buffer pool scan.",
+							 &bpext_parallel_scan,
+							 true,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.scan_task_buffers",
+							"Buffers or tier pages per parallel scan task.",
+							"Scans over fewer than twice this many run serially.",
+							&bpext_scan_task_buffers,
+							16384,
+							64, INT_MAX / 2,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.log_scan_min_duration",
+							"Log buffer and tier scans that take at least this long; -1 disables.",
+							NULL,
+							&bpext_log_scan_min_duration_ms,
+							10000,
+							-1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.scan_task_delay",
+							"Developer option: scan workers sleep this long before each task of a scan a client backend asked for.",
+							"For testing query cancellation and the loss of a worker during a scan.",
+							&bpext_scan_task_delay_ms,
+							0,
+							0, 60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("bpext");
+}

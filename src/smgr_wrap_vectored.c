@@ -1,0 +1,293 @@
+/*-------------------------------------------------------------------------
+ *
+ * smgr_wrap_vectored.c
+ *	  The read and write wrappers of storage managers that move vectors of
+ *	  blocks (PostgreSQL 17: smgr_readv, smgr_writev, smgr_zeroextend,
+ *	  smgr_prefetch).
+ *
+ *	readv		serve, block by block, what the tier holds; read each
+ *				contiguous run of the other blocks from the data file with
+ *				one mdreadv (with bpext.admission = read, store what md
+ *				returned).  Read streams hand StartReadBuffers up to
+ *				io_combine_limit blocks, so one call often mixes hits and
+ *				misses; a run of misses ends at the next block the tier
+ *				holds, so the data file is read in as few calls as the hits
+ *				allow, and never one call per block.
+ *	writev		invalidate the blocks before the data file changes, call
+ *				mdwritev, invalidate them again, then (bpext.write_policy =
+ *				dual_write) store the image of a single-block write.
+ *				Several-block writes (which 17's own code does not issue:
+ *				FlushBuffer and the bulk writer write one block per call)
+ *				are only invalidated.
+ *	zeroextend	invalidate the new blocks before and after mdzeroextend:
+ *				most relations grow this way from 16 on, and a block
+ *				reused after a truncation must not be served its old image.
+ *	prefetch	ask md to prefetch only the runs of blocks the tier will
+ *				not serve, so that a tier hit does not also cost a
+ *				data-file read ahead of time.
+ *
+ * A block judged a miss by the run scan (tier_will_miss) and then admitted
+ * by another process before mdreadv is still read from the data file,
+ * which is always right; a block judged a hit and invalidated before it is
+ * read becomes a miss of its own (tier_serve_page re-checks the slot).
+ * Neither can serve a stale page: serving is decided per block by
+ * tier_serve_page under the map's protocol (tier_map.c).
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "smgr_wrap.h"
+
+#if BPEXT_SMGR_VECTORED
+
+#include "portability/instr_time.h"
+
+#include "descriptors.h"
+#include "tier_io.h"
+#include "tier_map.h"
+
+/*
+ * The longest run of misses read with one mdreadv; longer runs are split.
+ * Read streams combine at most MAX_IO_COMBINE_LIMIT (32) blocks, so this
+ * never splits their reads; it bounds the admission tickets kept on the
+ * stack.
+ */
+#define MAX_MISS_RUN	32
+
+static void bpext_readv(SMgrRelation reln, ForkNumber forknum,
+						BlockNumber blocknum, void **buffers,
+						BlockNumber nblocks);
+static void bpext_writev(SMgrRelation reln, ForkNumber forknum,
+						 BlockNumber blocknum, const void **buffers,
+						 BlockNumber nblocks, bool skipFsync);
+static void bpext_zeroextend(SMgrRelation reln, ForkNumber forknum,
+							 BlockNumber blocknum, int nblocks,
+							 bool skipFsync);
+static bool bpext_prefetch(SMgrRelation reln, ForkNumber forknum,
+						   BlockNumber blocknum, int nblocks);
+
+BPEXT_ASSERT_WRAPS(bpext_readv, mdreadv);
+BPEXT_ASSERT_WRAPS(bpext_writev, mdwritev);
+BPEXT_ASSERT_WRAPS(bpext_zeroextend, mdzeroextend);
+BPEXT_ASSERT_WRAPS(bpext_prefetch, mdprefetch);
+
+static inline uint64
+microseconds_since(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MICROSEC(now);
+}
+
+/* Blocks [first, first + nblocks) of the fork are changing in the file. */
+static void
+invalidate_blocks(const BpextRelFile *rfile, ForkNumber forknum,
+				  BlockNumber first, BlockNumber nblocks)
+{
+	if (nblocks == 1)
+		tier_map_invalidate_block(rfile, forknum, first);
+	else
+		tier_map_invalidate_from(rfile, forknum, first, first + nblocks);
+}
+
+/*
+ * Read nblocks consecutive blocks from the data file with one mdreadv.
+ * With admission (at most MAX_MISS_RUN blocks), each page's ticket is
+ * taken before the read, so that a write racing the read makes the copy
+ * unpublishable, and the pages are stored after it.  Each page's
+ * read_microsec is the time of the read that brought it in.
+ */
+static void
+read_from_data_file(SMgrRelation reln, ForkNumber forknum,
+					BlockNumber blocknum, void **buffers, BlockNumber nblocks,
+					bool admit)
+{
+	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
+	TierAdmitTicket tickets[MAX_MISS_RUN];
+	bool		admitted[MAX_MISS_RUN];
+	bool		any_admitted = false;
+	bool		tracked = bpext_smgr_tracks(reln);
+	instr_time	start;
+	uint64		elapsed_us;
+	BlockNumber i;
+
+	Assert(!admit || nblocks <= MAX_MISS_RUN);
+	if (admit)
+	{
+		for (i = 0; i < nblocks; i++)
+		{
+			admitted[i] = tier_map_begin_admit(rfile, forknum, blocknum + i,
+											   &tickets[i]);
+			any_admitted |= admitted[i];
+		}
+	}
+
+	INSTR_TIME_SET_CURRENT(start);
+	if (any_admitted)
+	{
+		/*
+		 * mdreadv may raise an error; each ticket pins a relation entry,
+		 * which would then leak until restart.  Cancel them on the way out.
+		 */
+		PG_TRY();
+		{
+			mdreadv(reln, forknum, blocknum, buffers, nblocks);
+		}
+		PG_CATCH();
+		{
+			for (i = 0; i < nblocks; i++)
+				if (admitted[i])
+					tier_map_cancel_admit(&tickets[i]);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	else
+		mdreadv(reln, forknum, blocknum, buffers, nblocks);
+	elapsed_us = microseconds_since(start);
+
+	if (tracked)
+		BPEXT_COUNT(data_file_read_calls, 1);
+	for (i = 0; i < nblocks; i++)
+	{
+		if (tracked)
+			bpext_stats_count_read(false);
+		bpext_note_buffer_read(buffers[i], elapsed_us);
+		if (any_admitted && admitted[i])
+			tier_store_page(rfile, forknum, blocknum + i, buffers[i],
+							&tickets[i], BPEXT_SOURCE_READ);
+	}
+}
+
+static void
+bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+			void **buffers, BlockNumber nblocks)
+{
+	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
+	bool		admit = bpext_admission == BPEXT_ADMIT_READ;
+	BlockNumber i = 0;
+
+	if (!bpext_smgr_serves(reln))
+	{
+		read_from_data_file(reln, forknum, blocknum, buffers, nblocks, false);
+		return;
+	}
+
+	while (i < nblocks)
+	{
+		instr_time	start;
+		BlockNumber run;
+
+		INSTR_TIME_SET_CURRENT(start);
+		if (tier_serve_page(rfile, forknum, blocknum + i, buffers[i]))
+		{
+			bpext_note_buffer_read(buffers[i], microseconds_since(start));
+			i++;
+			continue;
+		}
+
+		/* A run of misses, up to the next block the tier holds. */
+		run = 1;
+		while (i + run < nblocks && run < MAX_MISS_RUN &&
+			   tier_will_miss(rfile, forknum, blocknum + i + run))
+			run++;
+		read_from_data_file(reln, forknum, blocknum + i, buffers + i, run,
+							admit);
+		i += run;
+	}
+}
+
+static void
+bpext_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+			 const void **buffers, BlockNumber nblocks, bool skipFsync)
+{
+	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
+	char	   *image;
+	const void *images[1];
+
+	if (!bpext_smgr_tracks(reln))
+	{
+		mdwritev(reln, forknum, blocknum, buffers, nblocks, skipFsync);
+		return;
+	}
+
+	invalidate_blocks(rfile, forknum, blocknum, nblocks);
+	if (nblocks != 1 || !bpext_smgr_dual_write_wanted(reln))
+	{
+		mdwritev(reln, forknum, blocknum, buffers, nblocks, skipFsync);
+		invalidate_blocks(rfile, forknum, blocknum, nblocks);
+		return;
+	}
+
+	/*
+	 * Write a private copy, and store that same copy: the caller's page
+	 * may be a shared buffer under a share lock, whose hint bits can change
+	 * while we work, and the tier must get exactly the file's bytes.
+	 */
+	image = tier_private_page();
+	memcpy(image, buffers[0], BLCKSZ);
+	images[0] = image;
+	mdwritev(reln, forknum, blocknum, images, 1, skipFsync);
+	tier_map_invalidate_block(rfile, forknum, blocknum);
+	bpext_smgr_store_written(rfile, forknum, blocknum, image);
+}
+
+static void
+bpext_zeroextend(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+				 int nblocks, bool skipFsync)
+{
+	bool		tracked = bpext_smgr_tracks(reln) && nblocks > 0;
+
+	if (tracked)
+		invalidate_blocks(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum,
+						  (BlockNumber) nblocks);
+	mdzeroextend(reln, forknum, blocknum, nblocks, skipFsync);
+	if (tracked)
+		invalidate_blocks(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum,
+						  (BlockNumber) nblocks);
+}
+
+static bool
+bpext_prefetch(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+			   int nblocks)
+{
+	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
+	int			i = 0;
+
+	if (!bpext_smgr_serves(reln))
+		return mdprefetch(reln, forknum, blocknum, nblocks);
+
+	while (i < nblocks)
+	{
+		int			first;
+
+		if (tier_map_contains(rfile, forknum, blocknum + i))
+		{
+			i++;
+			continue;
+		}
+		first = i++;
+		while (i < nblocks && !tier_map_contains(rfile, forknum, blocknum + i))
+			i++;
+		/* md says false when the range is past the end of the file. */
+		if (!mdprefetch(reln, forknum, blocknum + first, i - first))
+			return false;
+	}
+	return true;
+}
+
+void
+bpext_fill_read_write_wrappers(BpextSmgrWrappers *wrappers)
+{
+	wrappers->readv = bpext_readv;
+	wrappers->writev = bpext_writev;
+	wrappers->zeroextend = bpext_zeroextend;
+	wrappers->prefetch = bpext_prefetch;
+}
+
+#endif							/* BPEXT_SMGR_VECTORED */
