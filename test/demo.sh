@@ -1,55 +1,72 @@
 #!/usr/bin/env bash
-# The bpext demo: a throwaway PostgreSQL 15 cluster with tiny shared
-# buffers and the tier on, a pgbench run against it, and what the tier did.
-# Run as root on Debian 12.  Everything it creates is removed at the end.
+# The bpext demo: a throwaway PostgreSQL cluster with tiny shared buffers
+# and the tier on, a pgbench run against it, and what the tier did.  Run as
+# root on Debian 12.  Everything it creates is removed at the end.
 #
 #   test/demo.sh [scale] [seconds]
+#
+# PG_MAJOR picks the PostgreSQL major (default 17, the newest supported);
+# one Debian 12 does not ship runs in a chroot of the Debian release that
+# does (test/pg_chroot.sh; its first use takes a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. test/pg_major.sh
+
+major=${PG_MAJOR:-17}
+bpext_check_majors "$major"
+if [ "$major" != "$(bpext_native_major || true)" ]; then
+    exec test/pg_chroot.sh "$major" /bpext/test/demo.sh "$@"
+fi
 
 scale=${1:-30}
 seconds=${2:-30}
 port=5491
-bin=/usr/lib/postgresql/15/bin
+bin=/usr/lib/postgresql/$major/bin
 
-test/install-deps.sh
-make -s PG_CONFIG=$bin/pg_config
-make -s PG_CONFIG=$bin/pg_config install
-
+PG_MAJOR=$major test/install-deps.sh
 work=$(mktemp -d /tmp/bpext-demo.XXXXXX)
-chown postgres "$work"
+chmod 755 "$work"
 as_pg() { runuser -u postgres -- "$@"; }
 cleanup() {
-    as_pg $bin/pg_ctl -D "$work/data" -m immediate stop >/dev/null 2>&1 || true
+    as_pg $bin/pg_ctl -D "$work/run/data" -m immediate stop >/dev/null 2>&1 || true
     rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
-echo "== creating a throwaway cluster in $work"
-as_pg $bin/initdb -D "$work/data" -A trust >/dev/null
-cat >> "$work/data/postgresql.conf" <<CONF
+# Build in a private copy: the tree is shared with other majors' builds.
+cp -r . "$work/build"
+make -C "$work/build" -s PG_CONFIG=$bin/pg_config clean
+make -C "$work/build" -s PG_CONFIG=$bin/pg_config
+make -C "$work/build" -s PG_CONFIG=$bin/pg_config install
+run=$work/run
+mkdir "$run"
+chown postgres "$run"
+
+echo "== creating a throwaway PostgreSQL $major cluster in $run"
+as_pg $bin/initdb -D "$run/data" -A trust >/dev/null
+cat >> "$run/data/postgresql.conf" <<CONF
 port = $port
-unix_socket_directories = '$work'
+unix_socket_directories = '$run'
 listen_addresses = ''
 shared_preload_libraries = 'bpext'
 shared_buffers = 16MB
-bpext.path = '$work/tier.bpe'
+bpext.path = '$run/tier.bpe'
 bpext.size = 1GB
 CONF
-as_pg $bin/pg_ctl -D "$work/data" -l "$work/server.log" -w start >/dev/null
-psql() { as_pg $bin/psql -h "$work" -p $port -X -v ON_ERROR_STOP=1 -d postgres "$@"; }
+as_pg $bin/pg_ctl -D "$run/data" -l "$run/server.log" -w start >/dev/null
+psql() { as_pg $bin/psql -h "$run" -p $port -X -v ON_ERROR_STOP=1 -d postgres "$@"; }
 
 psql -qc "CREATE EXTENSION bpext"
 echo "== loading pgbench scale $scale ($((scale * 15)) MB) with shared_buffers = 16MB"
-as_pg $bin/pgbench -h "$work" -p $port -i -q -s "$scale" postgres 2>&1 | tail -n 1
+as_pg $bin/pgbench -h "$run" -p $port -i -q -s "$scale" postgres 2>&1 | tail -n 1
 psql -qc "CHECKPOINT"
 
 echo "== pgbench select-only, 2 clients, $seconds s"
-as_pg $bin/pgbench -h "$work" -p $port -S -c 2 -j 2 -T "$seconds" -P 10 postgres \
+as_pg $bin/pgbench -h "$run" -p $port -S -c 2 -j 2 -T "$seconds" -P 10 postgres \
     2>&1 | grep -E "^progress|^tps|^latency average"
 
 echo "== pgbench TPC-B (updates), 2 clients, $seconds s"
-as_pg $bin/pgbench -h "$work" -p $port -c 2 -j 2 -T "$seconds" -P 10 postgres \
+as_pg $bin/pgbench -h "$run" -p $port -c 2 -j 2 -T "$seconds" -P 10 postgres \
     2>&1 | grep -E "^progress|^tps|^latency average"
 
 echo "== tier configuration"

@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
-# Install what building and testing bpext needs on Debian 12: PostgreSQL 15
-# with its server headers, the TAP test modules, pgbench, a compiler.
+# Install what building and testing bpext needs for one PostgreSQL major
+# ($PG_MAJOR, default: the one this Debian release ships) from this
+# machine's Debian packages: the server with its headers, the TAP test
+# modules, pgbench, a compiler, and the source of PostgreSQL's own test
+# suites.  A major this release does not ship is installed inside a chroot
+# of the release that does (test/pg_chroot.sh runs this script there).
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/pg_major.sh"
 
-packages=(postgresql-15 postgresql-server-dev-15 postgresql-contrib-15
-          libipc-run-perl make gcc)
+native=$(bpext_native_major) || {
+    echo "install-deps: this system ships no PostgreSQL major that bpext supports ($BPEXT_SUPPORTED_MAJORS)" >&2
+    exit 1
+}
+major=${PG_MAJOR:-$native}
+bpext_check_majors "$major"
+if [ "$major" != "$native" ]; then
+    echo "install-deps: PostgreSQL $major is not a package of this Debian release; test/pg_chroot.sh $major runs it in one that ships it" >&2
+    exit 1
+fi
+
+packages=(postgresql-"$major" postgresql-server-dev-"$major" bzip2
+          libipc-run-perl make gcc dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -20,9 +37,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The source of PostgreSQL's own regression suite, for
-# test/t/106_pg_regress.pl (which runs as postgres and cannot fetch it).
-# Best effort: without it that test is skipped.
+# The source of PostgreSQL's own test suites, for test/t/106_pg_regress.pl
+# (which runs as postgres and cannot fetch it).  Best effort: without it
+# that test is skipped.
 if [ "${BPEXT_PG_REGRESS:-1}" != 0 ] && [ "$(id -u)" -eq 0 ]; then
-    "$(dirname "$0")/pg_regress_with_bpext.sh" --prepare || true
+    PG_MAJOR=$major "$here/pg_regress_with_bpext.sh" --prepare || true
 fi

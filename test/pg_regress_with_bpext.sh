@@ -18,27 +18,31 @@
 #   sudo test/run-tests.sh PROVE_TESTS=test/t/106_pg_regress.pl
 #
 # The suite's SQL, expected output and test C libraries come from the
-# PostgreSQL 15 source, found in this order:
+# source of the same PostgreSQL major ($PG_MAJOR, default 15), found in
+# this order:
 #   1. $BPEXT_PG_SRC (an unpacked source tree);
 #   2. the source of the installed version in the cache $BPEXT_PG_SRC_CACHE
-#      (default /var/tmp/bpext-pg15-src), fetched by an earlier run;
-#   3. `apt-get source postgresql-15=<installed version>` into the cache.
-#      As root, the script adds Debian's deb-src entries (with the security
-#      suite, which carries the newest minor releases) and installs dpkg-dev
-#      if they are missing; as another user it can only use what is set up;
-#   4. any other source in the cache, or /work/scratch/pg15 (a development
-#      machine keeps one there);
+#      (default /var/tmp/bpext-pg<major>-src), fetched by an earlier run;
+#   3. `apt-get source postgresql-<major>=<installed version>` into the
+#      cache, else another version the mirror lists, else (a mirror may list
+#      a version whose files it no longer serves) the .dsc of one of the
+#      three previous minor releases straight from the pool.  As root, the
+#      script adds Debian's deb-src entries (with the security suite, which
+#      carries the newest minor releases) and installs dpkg-dev if they are
+#      missing; as another user it can only use what is set up;
+#   4. any other source in the cache;
 # and if there is none it exits with 77 (skip).
 # The test libraries (regress.so, and refint.so and autoinc.so from
 # contrib/spi) are built from that source against the installed server
-# headers.  A source tree of another 15.x minor release works too: the
-# comparison only counts tests that pass without bpext.
+# headers.  A source tree of another minor release of the same major works
+# too: the comparison only counts tests that pass without bpext.
 #
 # The servers cannot run as root: run as root, the script prepares
 # everything, then runs the suites as the postgres user.
 #
 # Environment:
-#   PG_CONFIG                          default /usr/lib/postgresql/15/bin/pg_config
+#   PG_MAJOR                           default 15
+#   PG_CONFIG                          default /usr/lib/postgresql/$PG_MAJOR/bin/pg_config
 #   BPEXT_PG_REGRESS_SHARED_BUFFERS    default 1MB (128 buffers for the
 #                                      suite's 20 concurrent sessions)
 #   BPEXT_PG_REGRESS_TIER_SIZE         default 256MB
@@ -51,10 +55,12 @@
 # printed), 77 if the source could not be found, 2 on a setup error.
 set -euo pipefail
 
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+major=${PG_MAJOR:-15}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$major/bin/pg_config}
+package=postgresql-$major
 shared_buffers=${BPEXT_PG_REGRESS_SHARED_BUFFERS:-1MB}
 tier_size=${BPEXT_PG_REGRESS_TIER_SIZE:-256MB}
-cache=${BPEXT_PG_SRC_CACHE:-/var/tmp/bpext-pg15-src}
+cache=${BPEXT_PG_SRC_CACHE:-/var/tmp/bpext-pg$major-src}
 here=$(cd "$(dirname "$0")" && pwd)
 
 say() { echo "pg_regress_with_bpext: $*"; }
@@ -62,12 +68,12 @@ die() { say "$*" >&2; exit 2; }
 
 bindir=$("$PG_CONFIG" --bindir)
 pg_regress=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress
-[ -x "$pg_regress" ] || die "no pg_regress at $pg_regress (install postgresql-server-dev-15)"
+[ -x "$pg_regress" ] || die "no pg_regress at $pg_regress (install postgresql-server-dev-$major)"
 
 # --- the source --------------------------------------------------------------------
 
 installed_version() {
-    dpkg-query -W -f='${Version}' postgresql-15 2>/dev/null
+    dpkg-query -W -f='${Version}' "$package" 2>/dev/null
 }
 
 # An unpacked source tree: the given one, one of the installed version in
@@ -75,8 +81,9 @@ installed_version() {
 find_source() {
     local want=${1:-} d upstream
     upstream=$(installed_version | sed -E 's/-[^-]*$//')
-    local candidates=("${BPEXT_PG_SRC:-}" "$cache/postgresql-15-$upstream")
-    [ "$want" = any ] && candidates+=("$cache"/postgresql-15-* /work/scratch/pg15)
+    local candidates=("${BPEXT_PG_SRC:-}" "$cache/$package-$upstream"
+                      "$cache/postgresql-$upstream")
+    [ "$want" = any ] && candidates+=("$cache"/postgresql-*)
     for d in "${candidates[@]}"; do
         if [ -n "$d" ] && [ -f "$d/src/test/regress/parallel_schedule" ] &&
                [ -f "$d/src/test/regress/regress.c" ]; then
@@ -92,9 +99,9 @@ find_source() {
 fetch_source() {
     local version
     version=$(installed_version) ||
-        { say "postgresql-15 is not installed from Debian's packages"; return 1; }
+        { say "$package is not installed from Debian's packages"; return 1; }
     if [ "$(id -u)" -eq 0 ]; then
-        if ! apt-cache showsrc postgresql-15 2>/dev/null | grep -qx "Version: $version"; then
+        if ! apt-cache showsrc "$package" 2>/dev/null | grep -qx "Version: $version"; then
             # shellcheck disable=SC1091
             . /etc/os-release
             local codename=${VERSION_CODENAME:-bookworm} suites
@@ -128,18 +135,44 @@ EOF
         return 1
     fi
     [ "$(id -u)" -eq 0 ] && chmod 755 "$cache"
-    say "apt-get source postgresql-15 into $cache"
+    say "apt-get source $package into $cache"
     # A mirror may list a version without serving it: then the newest it
-    # serves (another minor release of 15 works, see above).
+    # serves (another minor release of the major works, see above).
     local v
-    for v in "$version" $(apt-cache showsrc postgresql-15 2>/dev/null |
+    for v in "$version" $(apt-cache showsrc "$package" 2>/dev/null |
                               sed -n 's/^Version: //p' | sort -rV | grep -vx "$version"); do
-        if (cd "$cache" && apt-get source -qq "postgresql-15=$v" >/dev/null 2>&1); then
-            say "fetched the source of postgresql-15 $v"
+        if (cd "$cache" && apt-get source -qq "$package=$v" >/dev/null 2>&1); then
+            say "fetched the source of $package $v"
             return 0
         fi
-        say "apt-get source postgresql-15=$v failed"
+        say "apt-get source $package=$v failed"
     done
+    fetch_from_pool "$version"
+}
+
+# The source of one of the three minor releases before the installed one,
+# straight from Debian's pool (the mirror's index may name only a version
+# whose files it does not serve yet).  Only the upstream tarball is needed.
+fetch_from_pool() {
+    local version=$1 upstream minor revision pool v dsc tarball
+    upstream=${version%%-*}
+    revision=${version#*-}
+    minor=${upstream#*.}
+    pool=http://deb.debian.org/debian/pool/main/p/$package
+    for ((v = minor - 1; v >= minor - 3 && v >= 0; v--)); do
+        dsc=${package}_$major.$v-${revision%u*}u1.dsc
+        [ "$revision" = "${revision%u*}" ] && dsc=${package}_$major.$v-$revision.dsc
+        tarball=${package}_$major.$v.orig.tar.bz2
+        if /usr/lib/apt/apt-helper download-file "$pool/${dsc//+/%2b}" "$cache/$dsc" >/dev/null 2>&1 &&
+           /usr/lib/apt/apt-helper download-file "$pool/$tarball" "$cache/$tarball" >/dev/null 2>&1 &&
+           tar -C "$cache" -xjf "$cache/$tarball"; then
+            rm -f "$cache/$tarball" "$cache/$dsc"
+            say "fetched the source of $package $major.$v from the pool"
+            return 0
+        fi
+        rm -f "$cache/$tarball" "$cache/$dsc"
+    done
+    say "no source of $package found in the pool"
     return 1
 }
 
@@ -199,7 +232,11 @@ EOF
     done
 
     # Compare.
-    local parse='s/^[ #]*(test |parallel group \([0-9]+ tests\): )?[ ]*([A-Za-z0-9_]+)[ ]+\.\.\. (ok|FAILED|failed \(ignored\)).*/\2 \3/p'
+    # pg_regress prints "test name ... ok" up to 15 and TAP ("ok 12 - name",
+    # "not ok 13 + name") from 16 on; both become "name ok|FAILED".
+    local parse='s/^[ #]*(test |parallel group \([0-9]+ tests\): )?[ ]*([A-Za-z0-9_]+)[ ]+\.\.\. (ok|FAILED|failed \(ignored\)).*/\2 \3/p
+                 s/^ok [0-9]+ +[-+] +([A-Za-z0-9_]+) .*/\1 ok/p
+                 s/^not ok [0-9]+ +[-+] +([A-Za-z0-9_]+) .*/\1 FAILED/p'
     sed -nE "$parse" "$work/with/pg_regress.out" | sort >"$work/with.results"
     local total failed_with
     total=$(wc -l <"$work/with.results")
@@ -253,6 +290,13 @@ if [ "${1:-}" = --run-only ]; then
     exit $?
 fi
 
+# --source: print the source tree the suites would use (for
+# test/pg_recovery_with_bpext.sh), or exit 77 if there is none.
+if [ "${1:-}" = --source ]; then
+    find_source || find_source any || exit 77
+    exit 0
+fi
+
 # --prepare (test/install-deps.sh, as root): make sure a source tree is
 # there for later runs as postgres, fetching it only if there is none.
 # Never fails.
@@ -268,7 +312,7 @@ if [ "${1:-}" = --prepare ]; then
 fi
 
 src=$(find_source) || { fetch_source && src=$(find_source); } || src=$(find_source any) ||
-    { say "SKIP: no PostgreSQL 15 source for the regression suite"; exit 77; }
+    { say "SKIP: no PostgreSQL $major source for the regression suite"; exit 77; }
 say "regression suite from $src"
 
 work=${BPEXT_PG_REGRESS_WORK:-$(mktemp -d /tmp/bpext-pg-regress.XXXXXX)}
