@@ -54,8 +54,9 @@ trap cleanup EXIT INT TERM
 need() {
     local p
     for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
-            || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null; }
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+        [ -n "${apt_updated:-}" ] || { apt-get update -qq; apt_updated=1; }
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null
     done
 }
 need zstd

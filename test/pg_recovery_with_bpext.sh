@@ -77,9 +77,13 @@ failed_tests() {
 run_suites() {
     local work=$1 status=0 start
     start=$SECONDS
+    # The test files, expanded where they are.
+    local list
+    # shellcheck disable=SC2086
+    list=$(cd "$work/recovery" && echo $tests)
     say "running the recovery suite with bpext on every node"
     # shellcheck disable=SC2086
-    run_pass "$work" with $tests
+    run_pass "$work" with $list
     local ran failed_with
     ran=$(grep -cE '^t/[A-Za-z0-9_]+\.pl \.+' "$work/with/prove.out" || true)
     failed_with=$(failed_tests "$work/with/prove.out")
