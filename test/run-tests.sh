@@ -16,6 +16,34 @@ majors=${PG_MAJOR:-$BPEXT_SUPPORTED_MAJORS}
 bpext_check_majors "$majors"
 native=$(bpext_native_major || true)
 
+# After a failed run: the diffs and logs of the suites that failed, then,
+# last (CI shows the end of the output), which ones failed and how.
+report_failures() {
+    local work=$1 major=$2 failed name f
+    failed=$(sed -n 's/^\(test\/t\/[^ ]*\)\.pl (Wstat.*/\1/p' \
+        "$work/installcheck.out" | sort -u)
+    for f in "$work"/regression.diffs "$work"/output_iso/regression.diffs; do
+        [ -f "$f" ] && { echo "=== $f"; tail -n 200 "$f"; }
+    done
+    for name in $failed; do
+        name=${name#test/t/}
+        for f in "$work"/tmp_check/log/"${name}"_*.log; do
+            [ -f "$f" ] && { echo "=== $f"; tail -n 60 "$f"; }
+        done
+        f=$work/tmp_check/log/regress_log_$name
+        [ -f "$f" ] && { echo "=== $f"; tail -n 300 "$f"; }
+    done
+    echo "=== what failed on PostgreSQL $major"
+    [ -f "$work/regression.diffs" ] && echo "pg_regress: see regression.diffs above"
+    [ -f "$work/output_iso/regression.diffs" ] && echo "isolation: see regression.diffs above"
+    for name in $failed; do
+        echo "$name.pl:"
+        grep -hE '(^|\) )not ok |#   (Failed test|at |  +got|  +expected|  +[<>=]+)' \
+            "$work/tmp_check/log/regress_log_${name#test/t/}" 2>/dev/null | head -n 40
+    done
+    return 0
+}
+
 # One major on this system: build in a private copy (never in the tree,
 # which other majors' builds share), install, test.
 run_native() {
@@ -36,13 +64,8 @@ run_native() {
 
     export PATH=/usr/lib/postgresql/$major/bin:$PATH
     runuser -u postgres -- make -C "$work" -s PG_CONFIG="$pg_config" \
-        installcheck "$@" || status=$?
-    if [ "$status" -ne 0 ]; then
-        for f in "$work"/regression.diffs "$work"/output_iso/regression.diffs \
-                 "$work"/tmp_check/log/*; do
-            [ -f "$f" ] && { echo "=== $f"; tail -n 200 "$f"; }
-        done
-    fi
+        installcheck "$@" 2>&1 | tee "$work/installcheck.out" || status=$?
+    [ "$status" -eq 0 ] || report_failures "$work" "$major"
     rm -rf "$work"
     trap - EXIT
     return "$status"
