@@ -66,6 +66,8 @@ SELECT bpext_prewarm('temp_t');
 CREATE VIEW a_view AS SELECT 1 AS one;
 SELECT bpext_prewarm('a_view');
 SELECT bpext_resize('1TB');
+SELECT bpext_enable(size => '1TB');
+ALTER SYSTEM SET bpext.size = '1TB';
 SELECT bpext_resize('banana');
 SELECT bpext_resize('0');
 SELECT bpext_enable('relative/path.tier', '10MB');

@@ -45,7 +45,12 @@ PG_MODULE_MAGIC;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-/* Slots fixed at server start: the larger of bpext.max_size and bpext.size. */
+/*
+ * Slots fixed at server start, from bpext.max_size alone: a bpext.size
+ * above it (a typo in postgresql.conf, say) caps the tier with a WARNING
+ * from the worker, but must never ask for shared memory the machine does
+ * not have and keep the server from starting.
+ */
 static uint32 startup_max_slots = 0;
 
 void		_PG_init(void);
@@ -104,8 +109,6 @@ bpext_shmem_startup(void)
 void
 _PG_init(void)
 {
-	uint64		max_mb;
-
 	if (!process_shared_preload_libraries_in_progress)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -118,8 +121,7 @@ _PG_init(void)
 
 	bpext_define_settings();
 
-	max_mb = Max(bpext_max_size_mb, bpext_size_mb);
-	startup_max_slots = (uint32) Min(max_mb * 1024 * 1024 / BLCKSZ,
+	startup_max_slots = (uint32) Min((uint64) bpext_max_size_mb * 1024 * 1024 / BLCKSZ,
 									 (uint64) PG_UINT32_MAX - 1);
 	if (startup_max_slots > 0)
 		startup_max_slots--;	/* the file header takes one block */

@@ -109,6 +109,8 @@ extern int	bpext_push_lookahead;
 extern bool bpext_log_events;
 
 extern void bpext_define_settings(void);
+extern bool bpext_size_fits(int size_mb);
+extern int	bpext_reserved_size_mb(void);
 
 /*
  * Is the tier serving and admitting pages?  Cheap enough for every smgr

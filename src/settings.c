@@ -52,6 +52,43 @@ static const struct config_enum_entry admission_options[] = {
 	{NULL, 0, false}
 };
 
+/*
+ * Does a tier of size_mb fit in the map reserved at server start?  The
+ * header takes one block of the size, so size_mb holds one slot less than
+ * its blocks.
+ */
+bool
+bpext_size_fits(int size_mb)
+{
+	return size_mb <= 0 ||
+		(uint64) size_mb * 1024 * 1024 / BLCKSZ - 1 <= BpextCtl->max_slots;
+}
+
+/* The largest tier the map reserved at server start can hold, in MB. */
+int
+bpext_reserved_size_mb(void)
+{
+	return (int) (((uint64) BpextCtl->max_slots + 1) * BLCKSZ / (1024 * 1024));
+}
+
+/*
+ * bpext.size above what the map was sized for.  Before shared memory exists
+ * (the server is starting) it is let through, and the worker caps the tier
+ * with a WARNING: a typo must never keep the server from starting.  Once
+ * the server runs, ALTER SYSTEM refuses it and a reload keeps the old value,
+ * as for any invalid setting.
+ */
+static bool
+check_tier_size(int *newval, void **extra, GucSource source)
+{
+	if (BpextCtl == NULL || bpext_size_fits(*newval))
+		return true;
+	GUC_check_errdetail("The tier's map in shared memory was sized at server start for at most %d MB (bpext.max_size).",
+						bpext_reserved_size_mb());
+	GUC_check_errhint("Choose a smaller size, or raise bpext.max_size and restart the server.");
+	return false;
+}
+
 static bool
 check_tier_path(char **newval, void **extra, GucSource source)
 {
@@ -91,11 +128,11 @@ bpext_define_settings(void)
 							0, INT_MAX / 2,
 							PGC_SIGHUP,
 							GUC_UNIT_MB,
-							NULL, NULL, NULL);
+							check_tier_size, NULL, NULL);
 
 	DefineCustomIntVariable("bpext.max_size",
 							"Largest tier size that bpext.size can be set to without a restart.",
-							"Shared memory for the tier's map is reserved for the larger of this and bpext.size at server start.",
+							"Shared memory for the tier's map (about 32 bytes per 8 kB page) is reserved for this size at server start.",
 							&bpext_max_size_mb,
 							8192,
 							0, INT_MAX / 2,

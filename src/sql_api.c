@@ -266,6 +266,22 @@ parse_size_mb(const char *value)
 }
 
 /*
+ * Refuse a size the map reserved at server start cannot hold, before it
+ * reaches postgresql.auto.conf.
+ */
+static void
+require_size_fits(const char *size, int size_mb)
+{
+	if (!bpext_size_fits(size_mb))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("tier size %s exceeds bpext.max_size", size),
+				 errdetail("The server reserved shared memory for at most %d MB.",
+						   bpext_reserved_size_mb()),
+				 errhint("Choose a smaller size, or raise bpext.max_size and restart the server.")));
+}
+
+/*
  * Reload the configuration and wait until the worker has applied the
  * given path and size.  Returns the state it left the tier in.
  */
@@ -371,6 +387,7 @@ bpext_enable(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("tier size must be greater than zero"),
 					 errhint("Use bpext_disable() to turn the tier off.")));
+		require_size_fits(size, size_mb);
 		alter_system_set("bpext.size", size);
 	}
 	else
@@ -417,13 +434,7 @@ bpext_resize(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tier size must be greater than zero"),
 				 errhint("Use bpext_disable() to turn the tier off.")));
-	if (((int64) size_mb * 1024 * 1024 / BLCKSZ) - 1 > (int64) BpextCtl->max_slots)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("tier size %s exceeds bpext.max_size", size),
-				 errdetail("The server reserved shared memory for at most %lld MB.",
-						   (long long) (((int64) BpextCtl->max_slots + 1) * BLCKSZ / (1024 * 1024))),
-				 errhint("Raise bpext.max_size and restart the server.")));
+	require_size_fits(size, size_mb);
 	alter_system_set("bpext.size", size);
 	result = finish_state_change(reload_and_wait(bpext_path ? bpext_path : "", size_mb),
 								 BPEXT_STATE_ENABLED);

@@ -174,10 +174,9 @@ wanted_slots(void)
 	{
 		ereport(WARNING,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("bpext.size (%d MB) exceeds the shared memory reserved at server start; using %llu MB",
-						bpext_size_mb,
-						(unsigned long long) (((uint64) BpextCtl->max_slots + 1) * BLCKSZ / (1024 * 1024))),
-				 errhint("Raise bpext.max_size and restart the server to allow a larger tier.")));
+				 errmsg("bpext.size (%d MB) exceeds bpext.max_size; the tier is limited to %d MB",
+						bpext_size_mb, bpext_reserved_size_mb()),
+				 errhint("Lower bpext.size, or raise bpext.max_size and restart the server.")));
 		nslots = BpextCtl->max_slots;
 	}
 	return (uint32) nslots;

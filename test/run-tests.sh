@@ -38,7 +38,7 @@ report_failures() {
     [ -f "$work/output_iso/regression.diffs" ] && echo "isolation: see regression.diffs above"
     for name in $failed; do
         echo "$name.pl:"
-        grep -hE '(^|\) )not ok |#   (Failed test|at |  +got|  +expected|  +[<>=]+)' \
+        grep -hE '(^|\) )not ok |#   (Failed test|at |  +got|  +expected|  +[<>=]+)|Looks like|Bail out|timed out| line [0-9]+\.$' \
             "$work/tmp_check/log/regress_log_${name#test/t/}" 2>/dev/null | head -n 40
     done
     return 0

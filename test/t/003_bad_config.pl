@@ -7,7 +7,7 @@
 # bpext_enable().  Covered: a missing directory (at startup), an existing
 # file that is not a tier file (with content, empty), a directory, symbolic
 # links, a relative path (rejected by the setting's check), a size above
-# bpext.max_size (clamped), another cluster's tier file, and loading bpext
+# bpext.max_size (refused, or capped at server start), another cluster's tier file, and loading bpext
 # without shared_preload_libraries.
 
 use strict;
@@ -147,27 +147,71 @@ is(bpext_file_mode($good), 0600, 'good path: file mode 0600');
 is(bpext_file_md5($precious), $precious_md5, 'precious file still unchanged');
 
 # --- a size above bpext.max_size -------------------------------------------
-my $offset = -s $node->logfile;
-$node->safe_psql('postgres',
-	"ALTER SYSTEM SET bpext.size = '128MB'; SELECT pg_reload_conf();");
-$node->wait_for_log(
-	qr/WARNING:  bpext.size \(128 MB\) exceeds the shared memory reserved at server start; using 64 MB/,
-	$offset);
-ok($node->poll_query_until('postgres',
-		'SELECT current_size_in_kb FROM bpext_configuration', 64 * 1024),
-	'size above max_size: clamped to max_size');
-$cfg = bpext_config($node);
-is($cfg->{state}, 5, 'size above max_size: tier enabled');
-is($cfg->{max_size_in_kb}, 64 * 1024, 'size above max_size: max_size_in_kb');
-is(bpext_file_size($good), 64 * 1024 * 1024,
-	'size above max_size: file is max_size on disk');
+# Shared memory for the map is sized from bpext.max_size at server start.
+# While the server runs, a larger size is refused wherever it is given; one
+# found in the configuration at server start caps the tier with a WARNING
+# and never keeps the server from starting ('32TB' typed for '32GB' once
+# did: the map then asked for more memory than the machine has).
+my $auto_conf = $node->data_dir . '/postgresql.auto.conf';
+
+($ret, $out, $err) =
+  $node->psql('postgres', "SELECT bpext_enable('$good', '32TB')");
+isnt($ret, 0, 'bpext_enable() above max_size fails');
+like($err, qr/ERROR:  tier size 32TB exceeds bpext.max_size/,
+	'bpext_enable() above max_size: error');
+like($err, qr/DETAIL:  The server reserved shared memory for at most 64 MB/,
+	'bpext_enable() above max_size: detail');
+like($err, qr/HINT:  Choose a smaller size, or raise bpext.max_size and restart the server/,
+	'bpext_enable() above max_size: hint');
 
 ($ret, $out, $err) = $node->psql('postgres', "SELECT bpext_resize('128MB')");
 isnt($ret, 0, 'bpext_resize() above max_size fails');
 like($err, qr/ERROR:  tier size 128MB exceeds bpext.max_size/,
 	'bpext_resize() above max_size: error');
-like($err, qr/HINT:  Raise bpext.max_size and restart the server/,
+like($err, qr/HINT:  Choose a smaller size, or raise bpext.max_size and restart the server/,
 	'bpext_resize() above max_size: hint');
+
+($ret, $out, $err) =
+  $node->psql('postgres', "ALTER SYSTEM SET bpext.size = '32TB'");
+isnt($ret, 0, 'ALTER SYSTEM above max_size fails');
+like($err, qr/ERROR:  invalid value for parameter "bpext.size": 33554432/,
+	'ALTER SYSTEM above max_size: error');
+like($err, qr/DETAIL:  The tier's map in shared memory was sized at server start for at most 64 MB/,
+	'ALTER SYSTEM above max_size: detail');
+unlike(slurp_file($auto_conf), qr/32TB|128MB/,
+	'sizes above max_size: none written to postgresql.auto.conf');
+$cfg = bpext_config($node);
+is($cfg->{state}, 5, 'sizes above max_size refused: tier still enabled');
+is($cfg->{current_size_in_kb}, 32 * 1024,
+	'sizes above max_size refused: size unchanged');
+
+# In postgresql.conf, a reload keeps the old value, as for any bad setting.
+# (postgresql.auto.conf, where bpext_enable() put the size, would win.)
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET bpext.size');
+$node->append_conf('postgresql.conf', "bpext.size = '32TB'\n");
+my $offset = -s $node->logfile;
+$node->reload;
+$node->wait_for_log(qr/invalid value for parameter "bpext.size": 33554432/,
+	$offset);
+is($node->safe_psql('postgres', 'SHOW bpext.size'),
+	'32MB', 'size above max_size in postgresql.conf: reload keeps the old value');
+
+# At server start, the tier is capped at bpext.max_size: the server starts.
+$offset = -s $node->logfile;
+$node->restart;
+is($node->safe_psql('postgres', 'SELECT 1'), '1',
+	'size above max_size at server start: the server starts');
+$node->wait_for_log(
+	qr/WARNING:  bpext.size \(33554432 MB\) exceeds bpext.max_size; the tier is limited to 64 MB/,
+	$offset);
+ok($node->poll_query_until('postgres',
+		'SELECT current_size_in_kb FROM bpext_configuration', 64 * 1024),
+	'size above max_size at server start: capped at max_size');
+$cfg = bpext_config($node);
+is($cfg->{state}, 5, 'size above max_size at server start: tier enabled');
+is($cfg->{max_size_in_kb}, 64 * 1024, 'size above max_size: max_size_in_kb');
+is(bpext_file_size($good), 64 * 1024 * 1024,
+	'size above max_size: file is max_size on disk');
 
 # The tier works at its clamped size.
 bpext_evict_shared_buffers($node);
