@@ -8,6 +8,7 @@ OBJS = \
 	src/descriptors.o \
 	src/evict_push.o \
 	src/interpose.o \
+	src/io_watch.o \
 	src/prewarm.o \
 	src/scan_pool.o \
 	src/settings.o \

@@ -33,6 +33,7 @@
 #include "bpext.h"
 #include "db_hooks.h"
 #include "descriptors.h"
+#include "io_watch.h"
 #include "scan_pool.h"
 #include "smgr_wrap.h"
 #include "stats.h"
@@ -62,6 +63,7 @@ bpext_shmem_size(void)
 
 	size = add_size(size, tier_map_shmem_size(startup_max_slots));
 	size = add_size(size, bpext_stats_shmem_size());
+	size = add_size(size, bpext_io_watch_shmem_size());
 	size = add_size(size, bpext_descriptors_shmem_size());
 	size = add_size(size, bpext_scan_pool_shmem_size());
 	return size;
@@ -101,6 +103,7 @@ bpext_shmem_startup(void)
 	}
 	tier_map_shmem_init(startup_max_slots, found);
 	bpext_stats_shmem_init(found);
+	bpext_io_watch_shmem_init(found);
 	bpext_descriptors_shmem_init(found);
 	bpext_scan_pool_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);

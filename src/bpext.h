@@ -106,6 +106,7 @@ extern int	bpext_admission;
 extern bool bpext_direct_io;
 extern int	bpext_push_interval_ms;
 extern int	bpext_push_lookahead;
+extern int	bpext_io_timeout_ms;
 extern bool bpext_log_events;
 
 extern void bpext_define_settings(void);

@@ -32,6 +32,7 @@ int			bpext_admission = BPEXT_ADMIT_EVICT;
 bool		bpext_direct_io = false;
 int			bpext_push_interval_ms = 10;
 int			bpext_push_lookahead = 0;
+int			bpext_io_timeout_ms = 5000;
 bool		bpext_log_events = false;
 
 int			bpext_scan_workers = -1;
@@ -187,6 +188,16 @@ bpext_define_settings(void)
 							0, INT_MAX,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.io_timeout",
+							"Switch the tier off when one of its reads or writes has not returned after this long; 0 disables.",
+							"A hung tier device then costs the queries already waiting on it, not every later one: new misses go to the data files.",
+							&bpext_io_timeout_ms,
+							5000,
+							0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("bpext.log_events",

@@ -9,7 +9,9 @@
  * recorded at admission, and the slot is still current after the read.
  * Anything else falls back to the data file.  A mismatch or an I/O error on
  * a slot that is still current means the tier file is damaged: the tier
- * goes to ERROR state (bpext_tier_fail) and stops serving.
+ * goes to ERROR state (bpext_tier_fail) and stops serving.  Every read and
+ * write is stamped for io_watch.c, and none starts while another one has
+ * been under way for longer than bpext.io_timeout.
  *
  * Stores take a ticket (tier_map_begin_admit) before the page is copied and
  * publish after it is written; see tier_map.c for why that is enough to
@@ -31,6 +33,7 @@
 #include "utils/memutils.h"
 
 #include "bpext.h"
+#include "io_watch.h"
 #include "tier_file.h"
 #include "tier_io.h"
 
@@ -70,10 +73,12 @@ write_pages(uint32 first_slot, int npages, char *const *pages)
 	int			save_errno;
 
 	BPEXT_COUNT(outstanding_io, 1);
+	bpext_io_watch_begin(true);
 	pgstat_report_wait_start(PG_WAIT_EXTENSION);
 	ok = tier_file_write_pages(first_slot, npages, pages);
 	save_errno = errno;
 	pgstat_report_wait_end();
+	bpext_io_watch_end();
 	BPEXT_COUNT(outstanding_io, -1);
 	errno = save_errno;
 	return ok;
@@ -105,15 +110,22 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	slot = tier_map_lookup_pin(rfile, fork, block, &crc);
 	if (slot == TIER_INVALID_INDEX)
 		return false;
+	if (!bpext_io_watch_check())
+	{
+		tier_map_unpin(slot);
+		return false;
+	}
 	if (serving)
 		BPEXT_COUNT(hits, 1);
 
 	INSTR_TIME_SET_CURRENT(start);
 	BPEXT_COUNT(outstanding_io, 1);
+	bpext_io_watch_begin(false);
 	pgstat_report_wait_start(PG_WAIT_EXTENSION);
 	read_ok = tier_file_read_page(slot, buffer);
 	save_errno = errno;
 	pgstat_report_wait_end();
+	bpext_io_watch_end();
 	BPEXT_COUNT(outstanding_io, -1);
 	crc_ok = read_ok && tier_page_crc(rfile, fork, block, buffer) == crc;
 	still_valid = tier_map_pin_still_valid(slot);
@@ -192,7 +204,7 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 	instr_time	start;
 	pg_crc32c	crc;
 
-	if (!tier_file_ready() ||
+	if (!bpext_io_watch_check() || !tier_file_ready() ||
 		(slot = tier_map_alloc_slot()) == TIER_INVALID_INDEX)
 	{
 		tier_map_cancel_admit(ticket);
@@ -320,7 +332,7 @@ tier_batch_flush(TierBatch *batch)
 	Assert(batch->pending == 0);
 	if (n == 0)
 		return 0;
-	if (!tier_file_ready())
+	if (!bpext_io_watch_check() || !tier_file_ready())
 	{
 		tier_batch_abandon(batch);
 		return 0;

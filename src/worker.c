@@ -2,8 +2,8 @@
  *
  * worker.c
  *	  The bpext background worker: applies bpext.path and bpext.size,
- *	  watches the tier file, and pushes clean pages into the tier ahead of
- *	  the clock sweep.
+ *	  watches the tier file and the age of tier I/O under way, and pushes
+ *	  clean pages into the tier ahead of the clock sweep.
  *
  * One static worker, started once the server is consistent (a hot standby
  * uses its tier while it replays WAL, see db_hooks.c).  It sleeps on its latch
@@ -36,6 +36,7 @@
 
 #include "bpext.h"
 #include "evict_push.h"
+#include "io_watch.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
@@ -181,6 +182,13 @@ bpext_worker_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			bpext_apply_configuration();
 		}
+
+		/*
+		 * A tier I/O that has not returned, in any process, even while no
+		 * backend is about to start one (io_watch.c).
+		 */
+		if (bpext_tier_enabled())
+			(void) bpext_io_watch_check();
 
 		now = GetCurrentTimestamp();
 		if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ERROR ||

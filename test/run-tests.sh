@@ -38,8 +38,14 @@ report_failures() {
     [ -f "$work/output_iso/regression.diffs" ] && echo "isolation: see regression.diffs above"
     for name in $failed; do
         echo "$name.pl:"
-        grep -hE '(^|\) )not ok |#   (Failed test|at |  +got|  +expected|  +[<>=]+)|Looks like|Bail out|timed out| line [0-9]+\.$' \
-            "$work/tmp_check/log/regress_log_${name#test/t/}" 2>/dev/null | head -n 40
+        f=$work/tmp_check/log/regress_log_${name#test/t/}
+        if [ -f "$f" ]; then
+            grep -hE '(^|\) )not ok |#   (Failed test|at |  +got|  +expected|  +[<>=]+)|Looks like|Bail out|timed out| line [0-9]+\.$' \
+                "$f" | head -n 40
+        else
+            # It died before it logged anything (a Perl compilation error).
+            grep -B 8 -A 2 "^$name\.pl \.\. *\$" "$work/installcheck.out" | head -n 40
+        fi
     done
     return 0
 }

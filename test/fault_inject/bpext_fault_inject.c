@@ -19,6 +19,11 @@
  *	write_short		 pwrite()/pwritev() write half of what was asked (a full
  *					 disk part-way through a write)
  *	fallocate_enospc posix_fallocate()/fallocate() fail with ENOSPC
+ *	read_sleep		 pread() blocks for as many milliseconds as the control
+ *					 file says (10000 if it is empty), then reads: a hung
+ *					 device.  Signals do not cut the sleep short, as they
+ *					 do not wake a process in uninterruptible disk sleep.
+ *	write_sleep		 the same for pwrite()/pwritev()
  *
  * Every other file, and every process's other I/O, goes straight through.
  * Each injected failure is counted by appending one line to
@@ -40,6 +45,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_TRACKED_FD 65536
@@ -232,6 +238,50 @@ close(int fd)
 	return real_close(fd);
 }
 
+/*
+ * If the fault called name is on, block for the milliseconds its control
+ * file holds, whatever signals arrive.
+ */
+static void
+sleep_fault(const char *name, int fd)
+{
+	char		path[4096];
+	char		text[32];
+	long		ms = 10000;
+	int			cfd;
+	ssize_t		n;
+	struct timespec until;
+	int			save_errno = errno;
+
+	if (!is_tracked(fd) || !fault_on(name, fd))
+		return;
+	snprintf(path, sizeof(path), "%s/%s", fault_ctl, name);
+	RESOLVE(open);
+	RESOLVE(close);
+	cfd = real_open(path, O_RDONLY | O_CLOEXEC);
+	if (cfd >= 0)
+	{
+		n = read(cfd, text, sizeof(text) - 1);
+		if (n > 0)
+		{
+			text[n] = '\0';
+			ms = strtol(text, NULL, 10);
+		}
+		real_close(cfd);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L)
+	{
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
+	errno = save_errno;
+}
+
 static ssize_t
 faulty_read(ssize_t (*real) (int, void *, size_t, off_t),
 			int fd, void *buf, size_t count, off_t offset)
@@ -241,6 +291,7 @@ faulty_read(ssize_t (*real) (int, void *, size_t, off_t),
 		errno = EIO;
 		return -1;
 	}
+	sleep_fault("read_sleep", fd);
 	return real(fd, buf, count, offset);
 }
 
@@ -264,6 +315,7 @@ write_fault(int fd)
 {
 	if (!is_tracked(fd))
 		return 0;
+	sleep_fault("write_sleep", fd);
 	if (fault_on("write_eio", fd))
 	{
 		errno = EIO;

@@ -86,6 +86,7 @@ our @EXPORT = qw(
   bpext_start_with_faults
   bpext_fault
   bpext_faults_injected
+  bpext_fault_pids
 );
 
 # State numbers of bpext_configuration.state.
@@ -832,20 +833,22 @@ sub bpext_start_with_faults
 
 =pod
 
-=item bpext_fault(node, name, on)
+=item bpext_fault(node, name, on [, content])
 
 Switch the fault name (read_eio, write_eio, write_enospc, write_short,
-fallocate_enospc) on or off.
+fallocate_enospc, read_sleep, write_sleep) on or off.  content goes into
+the control file: the milliseconds to block for the *_sleep faults.
 
 =cut
 
 sub bpext_fault
 {
-	my ($node, $name, $on) = @_;
+	my ($node, $name, $on, $content) = @_;
 	my $file = $node->{bpext_fault_ctl} . "/$name";
 	if ($on)
 	{
 		open(my $fh, '>', $file) or croak "could not create $file: $!";
+		print $fh $content if defined $content;
 		close $fh;
 	}
 	else
@@ -870,6 +873,25 @@ sub bpext_faults_injected
 	return 0 unless -e $log;
 	my $n = () = slurp_file($log) =~ /^\d+ \Q$name\E /gm;
 	return $n;
+}
+
+=pod
+
+=item bpext_fault_pids(node, name)
+
+The process IDs that have hit the fault name so far (each once).
+
+=cut
+
+sub bpext_fault_pids
+{
+	my ($node, $name) = @_;
+	my $log = $node->{bpext_fault_ctl} . '/injected.log';
+	return () unless -e $log;
+	my $text = slurp_file($log);
+	my %seen;
+	$seen{$1} = 1 while $text =~ /^(\d+) \Q$name\E /gm;
+	return sort { $a <=> $b } keys %seen;
 }
 
 =pod

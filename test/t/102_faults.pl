@@ -14,12 +14,14 @@
 #    opened;
 #  - the tier file truncated (truncate -s) under concurrent readers;
 #  - the tier file replaced by an older copy of itself (right header, same
-#    cluster, stale slots).
+#    cluster, stale slots);
+#  - a hung device: a tier read that does not return (bpext.io_timeout).
 #
 # In every case: no query fails or returns a wrong row, one WARNING, state 7
 # in bpext_configuration with the reason, the io_errors or crc_failures
-# counter moves, and once the cause is fixed SELECT bpext_enable() brings
-# the tier back (state 5, reads served from it).
+# counter moves (not for the hung device, whose read has not failed), and
+# once the cause is fixed SELECT bpext_enable() brings the tier back (state
+# 5, reads served from it).
 #
 # How faults are injected: the server runs as an ordinary user here (the
 # test suites run as postgres, without sudo), so no small tmpfs or failing
@@ -166,6 +168,107 @@ bpext_fill_and_read($node, 'baseline', $nrows, $ver);
 	bpext_fault($node, 'write_eio', 0);
 	reenable($name);
 }
+
+# --- a hung device ---------------------------------------------------------------
+# A tier read blocks for 10 s (bpext.io_timeout is 1 s here).  The session
+# stuck in it stays stuck: nothing takes back a read the kernel waits on.
+# But once that read is older than the timeout the tier is switched off, so
+# that other sessions read the data files instead of joining it.  Noticed
+# by the worker; and, with the worker stopped, by the next backend about to
+# read from the tier.  The tier is then enabled again while the stuck read
+# may still be under way on the old file, which must not switch the new one
+# off.
+#
+# The other session reads another table, and the stuck one has its plan
+# ready: a session that wants the very page being read waits for that read
+# in PostgreSQL's buffer manager, wherever the page comes from.  And nothing connects to the server until
+# the timeout has passed: a backend that starts a tier read before then
+# joins the stuck one, as it should.
+my $other_rows = 20000;
+
+sub hung_read
+{
+	my ($name, $stop_worker) = @_;
+	my $offset = -s $node->logfile;
+	# Planned and run once first, so that the read that sticks is one of
+	# t's pages, not a catalog page other sessions need too.
+	my $stuck = $node->background_psql('postgres');
+	my $stuck_pid = $stuck->query_safe('SELECT pg_backend_pid()');
+	$stuck->query_safe(
+		'PREPARE q AS SELECT count(*) FROM t WHERE v = bpext_expected_v(id, ver)');
+	$stuck->query_safe('EXECUTE q');
+	bpext_evict_shared_buffers($node);
+	my $worker = bpext_worker_pid($node);
+	ok($worker, "$name: the bpext worker runs");
+
+	bpext_fault($node, 'read_sleep', 1, 10000);
+	kill('STOP', $worker) if $stop_worker;
+	$stuck->query_until(qr/reading/, "\\echo reading\nEXECUTE q;\n");
+	my $stuck_seen = 0;
+	for (1 .. 200)
+	{
+		$stuck_seen = grep { $_ == $stuck_pid } bpext_fault_pids($node, 'read_sleep');
+		last if $stuck_seen;
+		usleep(50_000);
+	}
+	ok($stuck_seen, "$name: a session is stuck in a tier read");
+	usleep(1_500_000);    # past bpext.io_timeout
+	ok(bpext_wait_for_state($node, 'error', 5),
+		"$name: the tier is switched off") unless $stop_worker;
+
+	# Another session's query, with a statement_timeout shorter than the
+	# stuck read: it must not wait on the device.
+	# (Its first tier read may be the one that finds the stuck read and
+	# gets the WARNING.)
+	my $other = $node->background_psql('postgres');
+	my $other_pid = $other->query('SELECT pg_backend_pid()');
+	my $out = $other->query(q{
+		SET statement_timeout = '5s';
+		SELECT count(*) FILTER (WHERE v IS DISTINCT FROM bpext_expected_v(id, ver))
+		       || ',' || count(*) FROM t_other;
+	});
+	is($out, "0,$other_rows",
+		"$name: another session's query completes, reading right");
+	unlike($other->{stderr}, qr/ERROR/, "$name: ... without an error");
+	ok(!grep({ $_ == $other_pid } bpext_fault_pids($node, 'read_sleep')),
+		"$name: ... without touching the hung device");
+	is($node->safe_psql('postgres',
+			"SELECT wait_event_type FROM pg_stat_activity WHERE pid = $stuck_pid"),
+		'Extension', "$name: ... while the stuck session still waits on the tier")
+	  or diag($node->safe_psql('postgres',
+			"SELECT state, wait_event_type, wait_event, now() - query_start FROM pg_stat_activity WHERE pid = $stuck_pid"),
+		slurp_file($node->{bpext_fault_ctl} . '/injected.log'));
+	$other->quit;
+
+	kill('CONT', $worker) if $stop_worker;
+	bpext_fault($node, 'read_sleep', 0);
+	check_failed($name,
+		qr/a tier read in process $stuck_pid has not returned after \d+ ms \(bpext.io_timeout is 1000 ms\)/,
+		$offset);
+
+	my $still_stuck = $node->safe_psql('postgres',
+		"SELECT wait_event_type FROM pg_stat_activity WHERE pid = $stuck_pid") eq 'Extension';
+	note("$name: the stuck read is " . ($still_stuck ? 'still' : 'no longer')
+		  . ' under way when the tier is enabled again');
+	reenable($name);
+	is(bpext_config($node)->{state}, 5,
+		"$name: a read stuck on the old file does not switch the new tier off");
+
+	$out = $stuck->query_safe("SELECT 'done'");
+	like($out, qr/^$nrows\n.*done$/s,
+		"$name: the stuck session finishes, reading right");
+	$stuck->quit;
+	return;
+}
+
+bpext_load_table($node, 'postgres', 't_other', $other_rows);
+$node->safe_psql('postgres', "ALTER SYSTEM SET bpext.io_timeout = '1s'");
+$node->reload;
+hung_read('hung read, noticed by the worker', 0);
+hung_read('hung read, noticed by a backend', 1);
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET bpext.io_timeout');
+$node->reload;
+$node->safe_psql('postgres', 'DROP TABLE t_other');
 
 # --- a full file system: dual writes from a checkpoint ------------------------
 {
