@@ -221,7 +221,14 @@ enable_tier(const char *path, uint32 nslots)
 	BpextCtl->file_ino = ino;
 	LWLockRelease(BpextCtl->control_lock);
 
+	/*
+	 * A new file, then a new epoch: a store that took its ticket before
+	 * now, and whose write may still be under way through a descriptor of
+	 * the previous file, can no longer publish (tier_map_publish checks
+	 * both).  Only then may the map take pages.
+	 */
 	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
+	tier_map_begin_drop();
 	tier_map_set_active_slots(nslots);
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLED);
 	ereport(LOG,

@@ -468,15 +468,21 @@ tier_file_read_page(uint32 slot, char *page)
 
 /*
  * Write npages pages into consecutive slots from first_slot, in as few
- * system calls as the iovec limit allows.  False with errno set (0 for a
- * short write) on failure.
+ * system calls as the iovec limit allows.  *incarnation is set to the file
+ * incarnation the pages went to, which the caller must check before
+ * publishing them (the worker may have moved to another file meanwhile);
+ * it is 0 if this process could not open the current file, which is no
+ * fault of the tier's disk (the file was just switched or released).
+ * False with errno set (ENOSPC for a short write) on failure.
  */
 bool
-tier_file_write_pages(uint32 first_slot, int npages, char *const *pages)
+tier_file_write_pages(uint32 first_slot, int npages, char *const *pages,
+					  uint32 *incarnation)
 {
 	int			fd = local_tier_fd();
 	int			done = 0;
 
+	*incarnation = fd >= 0 ? local_incarnation : 0;
 	if (fd < 0)
 		return false;
 

@@ -33,7 +33,7 @@ extern bool tier_file_still_ours(int fd, const char *path, uint32 nslots,
 extern bool tier_file_ready(void);
 extern bool tier_file_read_page(uint32 slot, char *page);
 extern bool tier_file_write_pages(uint32 first_slot, int npages,
-								  char *const *pages);
+								  char *const *pages, uint32 *incarnation);
 extern void tier_file_close_local(void);
 
 #endif							/* BPEXT_TIER_FILE_H */

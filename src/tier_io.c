@@ -15,7 +15,11 @@
  *
  * Stores take a ticket (tier_map_begin_admit) before the page is copied and
  * publish after it is written; see tier_map.c for why that is enough to
- * never publish a page that changed meanwhile.
+ * never publish a page that changed meanwhile.  Publication also names the
+ * file incarnation the write went to, so a write that outlasted a switch
+ * to another file is never published into the new one's map.  A store
+ * that finds no file to write to (the worker just released it) is a lost
+ * race, not an I/O error.
  *
  * Locking: none of its own; tier_map.c's locks protect the map, and every
  * process has its own descriptor for the file.  No errors are raised and
@@ -65,9 +69,13 @@ elapsed_us(instr_time start)
 	return INSTR_TIME_GET_MICROSEC(now);
 }
 
-/* Tier writes, seen as outstanding I/O and as an Extension wait. */
+/*
+ * Tier writes, seen as outstanding I/O and as an Extension wait.  See
+ * tier_file_write_pages for *incarnation.
+ */
 static bool
-write_pages(uint32 first_slot, int npages, char *const *pages)
+write_pages(uint32 first_slot, int npages, char *const *pages,
+			uint32 *incarnation)
 {
 	bool		ok;
 	int			save_errno;
@@ -75,7 +83,7 @@ write_pages(uint32 first_slot, int npages, char *const *pages)
 	BPEXT_COUNT(outstanding_io, 1);
 	bpext_io_watch_begin(true);
 	pgstat_report_wait_start(PG_WAIT_EXTENSION);
-	ok = tier_file_write_pages(first_slot, npages, pages);
+	ok = tier_file_write_pages(first_slot, npages, pages, incarnation);
 	save_errno = errno;
 	pgstat_report_wait_end();
 	bpext_io_watch_end();
@@ -201,6 +209,7 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 {
 	char	   *copy = tier_private_page();
 	uint32		slot;
+	uint32		incarnation;
 	instr_time	start;
 	pg_crc32c	crc;
 
@@ -220,19 +229,22 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 	crc = tier_page_crc(rfile, fork, block, copy);
 
 	INSTR_TIME_SET_CURRENT(start);
-	if (!write_pages(slot, 1, &copy))
+	if (!write_pages(slot, 1, &copy, &incarnation))
 	{
 		int			save_errno = errno;
 
 		tier_map_free_slot(slot);
 		tier_map_cancel_admit(ticket);
-		BPEXT_COUNT(io_errors, 1);
-		bpext_tier_fail("could not write to the tier file", save_errno);
+		if (incarnation != 0)
+		{
+			BPEXT_COUNT(io_errors, 1);
+			bpext_tier_fail("could not write to the tier file", save_errno);
+		}
 		return;
 	}
 	BPEXT_COUNT(write_time_us, elapsed_us(start));
 	BPEXT_COUNT(page_writes, 1);
-	if (tier_map_publish(ticket, slot, crc))
+	if (tier_map_publish(ticket, slot, crc, incarnation))
 		BPEXT_COUNT(admitted[source], 1);
 }
 
@@ -327,6 +339,7 @@ tier_batch_flush(TierBatch *batch)
 	int			published = 0;
 	int			i;
 	int			run;
+	uint32		incarnation;
 	instr_time	start;
 
 	Assert(batch->pending == 0);
@@ -353,7 +366,8 @@ tier_batch_flush(TierBatch *batch)
 		}
 		while (run < n && batch->slots[run] == batch->slots[run - 1] + 1)
 			run++;
-		if (!write_pages(batch->slots[i], run - i, &batch->pages[i]))
+		if (!write_pages(batch->slots[i], run - i, &batch->pages[i],
+						 &incarnation))
 		{
 			int			save_errno = errno;
 			int			j;
@@ -364,14 +378,17 @@ tier_batch_flush(TierBatch *batch)
 					tier_map_free_slot(batch->slots[j]);
 				tier_map_cancel_admit(&batch->tickets[j]);
 			}
-			BPEXT_COUNT(io_errors, 1);
-			bpext_tier_fail("could not write to the tier file", save_errno);
+			if (incarnation != 0)
+			{
+				BPEXT_COUNT(io_errors, 1);
+				bpext_tier_fail("could not write to the tier file", save_errno);
+			}
 			break;
 		}
 		BPEXT_COUNT(page_writes, run - i);
 		for (; i < run; i++)
 			if (tier_map_publish(&batch->tickets[i], batch->slots[i],
-								 batch->crcs[i]))
+								 batch->crcs[i], incarnation))
 				published++;
 	}
 	BPEXT_COUNT(write_time_us, elapsed_us(start));

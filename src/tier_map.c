@@ -44,7 +44,9 @@
  *	  under the same lock) and publication are serialised.
  *	- map_epoch (in BpextControl) is bumped whenever slots are taken away
  *	  wholesale (by the worker on disable, error and shrink, by
- *	  bpext_drop_clean_buffers in any backend); publication checks it too.
+ *	  bpext_drop_clean_buffers in any backend) and when the worker enables
+ *	  a file; publication checks it too, and the file incarnation the copy
+ *	  was written to.
  *	  Whole-map walks go piece by piece (a sixteenth of a partition's
  *	  buckets under its lock), so that a scan can be split over the worker
  *	  pool.
@@ -825,16 +827,21 @@ tier_map_free_slot(uint32 slot)
 
 /*
  * Make a filled slot servable, unless the page changed since the ticket
- * was taken.  Consumes the ticket and the slot either way; returns whether
- * the copy was published.
+ * was taken, or the slot was written to a file the tier has since left
+ * (file_incarnation is the one tier_file_write_pages reported): a write
+ * through an old descriptor that outlasted a disable and an enable must
+ * not be published into the new file's map.  Consumes the ticket and the
+ * slot either way; returns whether the copy was published.
  */
 bool
-tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc)
+tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
+				 uint32 file_incarnation)
 {
 	TierSlot   *s = &Map->slots[slot];
 	uint32		bucket = bucket_of(ticket->hash);
 	LWLock	   *lock = partition_lock(bucket);
 	TierRel    *r = &Map->rels[ticket->rel];
+	bool		enabled;
 	uint32		prev;
 	uint32		cur;
 
@@ -850,7 +857,15 @@ tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc)
 	 * this publication and removes it under the lock, or we see its bump.
 	 */
 	pg_atomic_fetch_add_u32(&Map->used_slots.value, 1);
-	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
+
+	/*
+	 * The worker changes file_incarnation and map_epoch before it sets
+	 * ENABLED, so seeing ENABLED means seeing the values it enabled with.
+	 */
+	enabled = pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED;
+	pg_read_barrier();
+	if (!enabled ||
+		pg_atomic_read_u32(&BpextCtl->file_incarnation) != file_incarnation ||
 		pg_atomic_read_u32(&BpextCtl->map_epoch) != ticket->map_epoch ||
 		slot >= pg_atomic_read_u32(&BpextCtl->active_slots) ||
 		pg_atomic_read_u32(&r->generation) != ticket->rel_generation ||

@@ -54,7 +54,7 @@ extern bool tier_map_begin_admit(const BpextRelFile *rfile, ForkNumber fork,
 extern void tier_map_cancel_admit(TierAdmitTicket *ticket);
 extern uint32 tier_map_alloc_slot(void);
 extern bool tier_map_publish(TierAdmitTicket *ticket, uint32 slot,
-							 pg_crc32c crc);
+							 pg_crc32c crc, uint32 file_incarnation);
 extern void tier_map_free_slot(uint32 slot);
 
 /* Keeping the invariant. */
