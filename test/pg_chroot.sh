@@ -91,7 +91,12 @@ bind() {
     mounted+=("$2")
 }
 bind /proc "$root/proc"
-bind /sys "$root/sys"
+# /sys with what is mounted below it (the cgroup controllers the bench
+# uses), as a slave, so that nothing unmounted here leaves the host.
+mkdir -p "$root/sys"
+mount --rbind /sys "$root/sys"
+mount --make-rslave "$root/sys"
+mounted+=("$root/sys")
 bind /dev "$root/dev"
 mkdir -p "$root/dev/shm"
 mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"

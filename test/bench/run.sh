@@ -4,6 +4,11 @@
 #
 #   sudo test/bench/run.sh [options]        (or: sudo make bench BENCH_ARGS="...")
 #
+# PG_MAJOR picks the PostgreSQL major (default: the one this Debian release
+# ships); another supported major runs in a chroot of the Debian release
+# that ships it (test/pg_chroot.sh), with this machine's loop devices and
+# cgroups.  PGBIN overrides where the binaries are.
+#
 # Needs root (loop device, mount, cgroups, drop_caches) and the blkio+memory
 # controllers of cgroup v1 or the io+memory controllers of cgroup v2.
 # Everything it sets up (servers, loop device, mount, throttle rules, cgroups,
@@ -12,7 +17,16 @@ set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+. "$TOP/test/pg_major.sh"
+NATIVE_MAJOR=$(bpext_native_major || true)
+MAJOR=${PG_MAJOR:-$NATIVE_MAJOR}
+[ -n "$MAJOR" ] || { echo "bench: this system ships no supported PostgreSQL major; set PG_MAJOR" >&2; exit 2; }
+bpext_check_majors "$MAJOR" || exit 2
+if [ -z "${PGBIN:-}" ] && [ "$MAJOR" != "$NATIVE_MAJOR" ]; then
+    [ "$(id -u)" -eq 0 ] || { echo "bench: must run as root" >&2; exit 2; }
+    exec "$TOP/test/pg_chroot.sh" "$MAJOR" /bpext/test/bench/run.sh "$@"
+fi
+PGBIN=${PGBIN:-/usr/lib/postgresql/$MAJOR/bin}
 ORIG_ARGS=("$@")
 
 # ---------------------------------------------------------------- defaults
@@ -179,7 +193,7 @@ needs root on Linux with:
     memory.limit_in_bytes), or cgroup v2 at /sys/fs/cgroup with the io and
     memory controllers available (io.max, memory.max),
   * write access to /proc/sys/vm/drop_caches,
-  * PostgreSQL 15 in $PGBIN and a 'postgres' user.
+  * PostgreSQL $MAJOR in $PGBIN and a 'postgres' user.
 Run it as root (sudo make bench) on a machine or VM that has these; inside an
 unprivileged container it cannot work.
 EOF
@@ -187,6 +201,16 @@ EOF
 }
 [ "$(id -u)" -eq 0 ] || need_msg "must run as root (it creates a loop device, mounts it, and sets up cgroups)"
 [ "$(uname -s)" = Linux ] || need_msg "Linux only"
+# A minimal system (the chroot of another major) may lack the disk tools.
+if ! command -v mkfs.ext4 >/dev/null || ! command -v losetup >/dev/null ||
+   ! command -v python3 >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        export DEBIAN_FRONTEND=noninteractive
+        tools=(e2fsprogs mount util-linux python3)
+        { apt-get install -y -qq "${tools[@]}" || { apt-get update -qq &&
+            apt-get install -y -qq "${tools[@]}"; }; } >/dev/null 2>&1 || true
+    fi
+fi
 for t in losetup mkfs.ext4 mount umount runuser fallocate awk; do
     command -v "$t" >/dev/null || need_msg "missing tool: $t"
 done
@@ -379,12 +403,18 @@ drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 # ---------------------------------------------------------------- build, tools
 if [ "$BUILD" = 1 ]; then
     phase "installing dependencies, building and installing bpext"
-    "$TOP/test/install-deps.sh"
-    make -C "$TOP" -s PG_CONFIG="$PGBIN/pg_config"
-    make -C "$TOP" -s PG_CONFIG="$PGBIN/pg_config" install
+    PG_MAJOR=$MAJOR "$TOP/test/install-deps.sh"
+    # In a copy: the tree is shared with the other majors' builds.
+    build=$(mktemp -d)
+    tar -C "$TOP" --exclude=./.git --exclude=./test/bench/results \
+        --exclude='./test/bench/.venv*' -cf - . | tar -C "$build" -xf -
+    make -C "$build" -s PG_CONFIG="$PGBIN/pg_config" clean
+    make -C "$build" -s PG_CONFIG="$PGBIN/pg_config"
+    make -C "$build" -s PG_CONFIG="$PGBIN/pg_config" install
+    rm -rf "$build"
 fi
 for t in pg_ctl initdb postgres pgbench psql; do
-    [ -x "$PGBIN/$t" ] || need_msg "missing $PGBIN/$t (PostgreSQL 15 server and client)"
+    [ -x "$PGBIN/$t" ] || need_msg "missing $PGBIN/$t (PostgreSQL $MAJOR server and client)"
 done
 id postgres >/dev/null 2>&1 || need_msg "there is no 'postgres' user"
 [ -f "$("$PGBIN/pg_config" --pkglibdir)/bpext.so" ] || die "bpext is not installed (drop --no-build)"
@@ -392,10 +422,12 @@ id postgres >/dev/null 2>&1 || need_msg "there is no 'postgres' user"
     die "pg_prewarm (PostgreSQL contrib) is not installed"
 
 # Python for the tables and charts: matplotlib from wherever it already is,
-# else a venv under test/bench/.venv, else Debian's python3-matplotlib.
+# else a venv under test/bench/ (one per Debian release: the tree is shared
+# with the chroots of other majors), else Debian's python3-matplotlib.
+VENV=$HERE/.venv-$(. /etc/os-release && echo "${VERSION_CODENAME:-local}")
 find_python() {
     local p
-    for p in "$HERE/.venv/bin/python" python3 /usr/bin/python3; do
+    for p in "$VENV/bin/python" python3 /usr/bin/python3; do
         if command -v "$p" >/dev/null && "$p" -c 'import matplotlib' 2>/dev/null; then
             PY=$p; return 0
         fi
@@ -403,9 +435,9 @@ find_python() {
     return 1
 }
 if ! find_python; then
-    phase "installing matplotlib into $HERE/.venv"
-    { python3 -m venv "$HERE/.venv" && "$HERE/.venv/bin/pip" install -q matplotlib; } ||
-        { command -v apt-get >/dev/null && apt-get install -y -qq python3-matplotlib >/dev/null; } || true
+    phase "installing matplotlib into $VENV"
+    { python3 -m venv "$VENV" && "$VENV/bin/pip" install -q matplotlib; } ||
+        { rm -rf "$VENV"; command -v apt-get >/dev/null && apt-get install -y -qq python3-matplotlib >/dev/null; } || true
     find_python || { PY=python3; say "warning: no matplotlib; tables only, no charts"; }
 fi
 

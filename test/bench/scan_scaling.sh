@@ -6,13 +6,28 @@
 #   test/bench/scan_scaling.sh [--shared-buffers 2GB] [--tier-size 1GB]
 #                              [--workers "1 2 4"] [--rounds 7]
 #
-# Runs as root (the server runs as postgres) or as postgres.  The throwaway
-# cluster lives under --workdir and is removed at exit, also on failure.
+# Runs as root (the server runs as postgres) or as postgres, against an
+# installed bpext.  The throwaway cluster lives under --workdir and is
+# removed at exit, also on failure.  PG_MAJOR picks the major (default: the
+# one this Debian release ships; another one runs in test/pg_chroot.sh's
+# chroot, as root, which builds and installs bpext there first).
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+. "$TOP/test/pg_major.sh"
+NATIVE_MAJOR=$(bpext_native_major || true)
+MAJOR=${PG_MAJOR:-$NATIVE_MAJOR}
+[ -n "$MAJOR" ] || { echo "scan_scaling: this system ships no supported PostgreSQL major; set PG_MAJOR" >&2; exit 2; }
+bpext_check_majors "$MAJOR" || exit 2
+if [ -z "${PGBIN:-}" ] && [ "$MAJOR" != "$NATIVE_MAJOR" ]; then
+    exec "$TOP/test/pg_chroot.sh" "$MAJOR" bash -c \
+        'build=$(mktemp -d) && cp -r /bpext/. "$build/" && rm -rf "$build/test/bench/results" &&
+         make -C "$build" -s PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config clean all install >/dev/null &&
+         rm -rf "$build" &&
+         exec /bpext/test/bench/scan_scaling.sh "$@"' scan_scaling "$@"
+fi
+PGBIN=${PGBIN:-/usr/lib/postgresql/$MAJOR/bin}
 
 SHARED_BUFFERS=2GB
 TIER_SIZE=1GB
