@@ -43,3 +43,20 @@ fi
 if [ "${BPEXT_PG_REGRESS:-1}" != 0 ] && [ "$(id -u)" -eq 0 ]; then
     PG_MAJOR=$major "$here/pg_regress_with_bpext.sh" --prepare || true
 fi
+
+# postgres_exporter, for test/t/109_exporter.pl: Debian's package unpacked
+# under /var/tmp rather than installed, so that no exporter service starts
+# on this machine.  Best effort: without it that test is skipped.
+exporter_dir=/var/tmp/bpext-exporter
+if [ "$(id -u)" -eq 0 ] && [ ! -x "$exporter_dir/usr/bin/prometheus-postgres-exporter" ]; then
+    deb_dir=$(mktemp -d)
+    chmod 777 "$deb_dir"
+    if (cd "$deb_dir" && apt-get download -qq prometheus-postgres-exporter >/dev/null 2>&1 ||
+            { apt-get update -qq && apt-get download -qq prometheus-postgres-exporter >/dev/null; }) &&
+        dpkg-deb -x "$deb_dir"/prometheus-postgres-exporter_*.deb "$exporter_dir"; then
+        :
+    else
+        echo "install-deps: could not fetch prometheus-postgres-exporter; test/t/109_exporter.pl will be skipped" >&2
+    fi
+    rm -rf "$deb_dir"
+fi
