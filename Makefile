@@ -15,6 +15,7 @@ OBJS = \
 	src/smgr_wrap.o \
 	src/smgr_wrap_block.o \
 	src/smgr_wrap_vectored.o \
+	src/smgr_wrap_aio.o \
 	src/sql_api.o \
 	src/stats.o \
 	src/tier_control.o \

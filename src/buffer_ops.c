@@ -77,7 +77,7 @@ drop_clean_buffer(int i)
 	 * It re-checks under the header lock that the buffer is valid and
 	 * unpinned; one dirtied since our look is written out first.
 	 */
-	return EvictUnpinnedBuffer(BufferDescriptorGetBuffer(desc));
+	return bpext_evict_unpinned_buffer(BufferDescriptorGetBuffer(desc));
 #else
 	state = LockBufHdr(desc);
 	tag = desc->tag;

@@ -21,17 +21,17 @@
  * The storage-manager read and write path differs by generation: 15 reads
  * and writes one block per call (smgr_wrap_block.c), 17 reads and writes
  * vectors of blocks and grows relations with zeroextend
- * (smgr_wrap_vectored.c).  BPEXT_SMGR_VECTORED says which one is built.
+ * (smgr_wrap_vectored.c), 18 does the same but reads shared-buffer misses
+ * through asynchronous I/O (smgr_wrap_aio.c, on top of the vectored
+ * wrappers).  BPEXT_SMGR_VECTORED and BPEXT_SMGR_AIO say which are built.
  *
  * db_hooks.c also relies on RmgrTable being writable and on the
  * xl_dbase_create_file_copy_rec / _wal_log_rec / xl_dbase_drop_rec
  * records, both of which exist from 15 on unchanged through 18.
  *
- * 15 and 17 are built and tested.  16 is refused at compile time: no
+ * 15, 17 and 18 are built and tested.  16 is refused at compile time: no
  * package of its server headers can be had on the machines bpext is
- * tested on, and untested interposition is not something to ship.  18
- * reads through asynchronous I/O (smgr_startreadv), which needs its own
- * read path; its layout is recorded below for that work.
+ * tested on, and untested interposition is not something to ship.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -54,12 +54,15 @@
 #error "bpext needs a fork()-based server: EXEC_BACKEND and Windows builds are not supported"
 #endif
 
-#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 180000
-#error "bpext supports PostgreSQL 15 and 17; see src/compat.h"
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
+#error "bpext supports PostgreSQL 15, 17 and 18; see src/compat.h"
 #endif
 #if PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 170000
 #error "bpext does not support PostgreSQL 16: it has never been built or tested against 16's server headers (see the README)"
 #endif
+
+/* PostgreSQL's NUMA queries (port/pg_numa.h) exist from 18 on. */
+#define BPEXT_HAS_PG_NUMA (PG_VERSION_NUM >= 180000)
 
 /*
  * smgr_truncate gained an "old_blocks" argument in 15.11 and 17.3
@@ -69,18 +72,27 @@
  * The audited range starts at the change: older minor releases of a
  * supported major are refused at start.
  */
-#if PG_VERSION_NUM >= 170000
+#if PG_VERSION_NUM >= 180000
 #define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
+#define BPEXT_TRUNCATE_SPLIT_IN_MINOR 0
+#define BPEXT_AUDITED_MIN_VERSION_NUM	180000
+#define BPEXT_AUDITED_MAX_VERSION_NUM	189999
+#define BPEXT_TRUNCATE_CHANGED_IN		"18.0"
+#elif PG_VERSION_NUM >= 170000
+#define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
+#define BPEXT_TRUNCATE_SPLIT_IN_MINOR 1
 #define BPEXT_AUDITED_MIN_VERSION_NUM	170003
 #define BPEXT_AUDITED_MAX_VERSION_NUM	179999
 #define BPEXT_TRUNCATE_CHANGED_IN		"17.3"
 #elif PG_VERSION_NUM >= 150011
 #define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
+#define BPEXT_TRUNCATE_SPLIT_IN_MINOR 1
 #define BPEXT_AUDITED_MIN_VERSION_NUM	150011
 #define BPEXT_AUDITED_MAX_VERSION_NUM	159999
 #define BPEXT_TRUNCATE_CHANGED_IN		"15.11"
 #else
 #define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 0
+#define BPEXT_TRUNCATE_SPLIT_IN_MINOR 1
 #define BPEXT_AUDITED_MIN_VERSION_NUM	150011
 #define BPEXT_AUDITED_MAX_VERSION_NUM	159999
 #define BPEXT_TRUNCATE_CHANGED_IN		"15.11"
@@ -105,11 +117,32 @@
  *	table size		120		128		136		160 bytes
  *
  * 18 adds maxcombine (10), startreadv (12) and fd (19) and completes reads
- * in md's AIO callback, so a tier hit must be staged as a synchronous read
- * of the tier file (design.md §4): that is a read path of its own.
+ * in md's AIO callback: smgr_wrap_aio.c says how a tier hit is completed.
  */
-#if PG_VERSION_NUM >= 170000
+#if PG_VERSION_NUM >= 180000
 #define BPEXT_SMGR_VECTORED 1
+#define BPEXT_SMGR_AIO 1
+#define BPEXT_MD_SLOTS \
+	(void *) mdinit, NULL, (void *) mdopen, (void *) mdclose, \
+	(void *) mdcreate, (void *) mdexists, (void *) mdunlink, \
+	(void *) mdextend, (void *) mdzeroextend, (void *) mdprefetch, \
+	(void *) mdmaxcombine, (void *) mdreadv, (void *) mdstartreadv, \
+	(void *) mdwritev, (void *) mdwriteback, (void *) mdnblocks, \
+	(void *) mdtruncate, (void *) mdimmedsync, (void *) mdregistersync, \
+	(void *) mdfd
+#define BPEXT_SLOT_CREATE		4
+#define BPEXT_SLOT_UNLINK		6
+#define BPEXT_SLOT_EXTEND		7
+#define BPEXT_SLOT_ZEROEXTEND	8
+#define BPEXT_SLOT_PREFETCH		9
+#define BPEXT_SLOT_MAXCOMBINE	10
+#define BPEXT_SLOT_READV		11
+#define BPEXT_SLOT_STARTREADV	12
+#define BPEXT_SLOT_WRITEV		13
+#define BPEXT_SLOT_TRUNCATE		16
+#elif PG_VERSION_NUM >= 170000
+#define BPEXT_SMGR_VECTORED 1
+#define BPEXT_SMGR_AIO 0
 #define BPEXT_MD_SLOTS \
 	(void *) mdinit, NULL, (void *) mdopen, (void *) mdclose, \
 	(void *) mdcreate, (void *) mdexists, (void *) mdunlink, \
@@ -127,6 +160,7 @@
 #define BPEXT_SLOT_TRUNCATE		14
 #else
 #define BPEXT_SMGR_VECTORED 0
+#define BPEXT_SMGR_AIO 0
 #define BPEXT_MD_SLOTS \
 	(void *) mdinit, NULL, (void *) mdopen, (void *) mdclose, \
 	(void *) mdcreate, (void *) mdexists, (void *) mdunlink, \
@@ -214,8 +248,19 @@ typedef RelFileNodeBackend BpextRelFileBackend;
  * Dropping one clean, unpinned shared buffer.  17 has a public function
  * for it; 15 has none, so buffer_ops.c does what InvalidateBuffer does.
  */
-#if PG_VERSION_NUM >= 170000
+#if PG_VERSION_NUM >= 180000
 #define BPEXT_HAVE_EVICT_UNPINNED_BUFFER 1
+/* 18 also reports whether the buffer had to be written out first. */
+static inline bool
+bpext_evict_unpinned_buffer(Buffer buffer)
+{
+	bool		flushed;
+
+	return EvictUnpinnedBuffer(buffer, &flushed);
+}
+#elif PG_VERSION_NUM >= 170000
+#define BPEXT_HAVE_EVICT_UNPINNED_BUFFER 1
+#define bpext_evict_unpinned_buffer(buffer)	EvictUnpinnedBuffer(buffer)
 #else
 #define BPEXT_HAVE_EVICT_UNPINNED_BUFFER 0
 #endif
@@ -234,6 +279,25 @@ typedef RelFileNodeBackend BpextRelFileBackend;
 #define BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks)	InvalidBlockNumber
 #define bpext_mdtruncate(reln, forknum, old_blocks, nblocks) \
 	mdtruncate(reln, forknum, nblocks)
+#endif
+
+/*
+ * A relation fork's path, palloc'd.  18 returns it by value in a struct
+ * (RelPathStr) instead.
+ */
+#if PG_VERSION_NUM >= 180000
+#define bpext_relpath_perm(rfile, fork)	pstrdup(relpathperm(rfile, fork).str)
+#else
+#define bpext_relpath_perm(rfile, fork)	relpathperm(rfile, fork)
+#endif
+
+/* heap_form_minimal_tuple gained a leading-space argument in 18. */
+#if PG_VERSION_NUM >= 180000
+#define bpext_form_minimal_tuple(desc, values, nulls) \
+	heap_form_minimal_tuple(desc, values, nulls, 0)
+#else
+#define bpext_form_minimal_tuple(desc, values, nulls) \
+	heap_form_minimal_tuple(desc, values, nulls)
 #endif
 
 /* Page images passed to extend and write: const from 16 on. */

@@ -23,11 +23,16 @@
  * buffer it fills, in a per-buffer array in shared memory written only by
  * the process doing the read (which holds the buffer's I/O in progress).
  *
+ * numa_node is asked of the kernel for each shared buffer listed, on 18
+ * (PostgreSQL's NUMA support); NULL before 18 and for tier pages.
+ *
  * Copyright (c) 2026, bpext developers
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <unistd.h>
 
 #include "access/brin_page.h"
 #include "access/gist.h"
@@ -43,11 +48,16 @@
 #include "utils/memutils.h"
 
 #include "bpext.h"
+#include "compat.h"
 #include "descriptors.h"
 #include "scan_pool.h"
 #include "tier_file.h"
 #include "tier_io.h"
 #include "tier_map.h"
+
+#if BPEXT_HAS_PG_NUMA
+#include "port/pg_numa.h"
+#endif
 
 PG_FUNCTION_INFO_V1(bpext_buffer_descriptors_1_0);
 
@@ -79,6 +89,20 @@ bpext_descriptors_shmem_init(bool found)
 	}
 }
 
+/* buffer_read_us value of a page whose read bpext could not time. */
+#define READ_TIME_UNKNOWN	PG_UINT32_MAX
+
+static void
+record_read_time(const char *buffer, uint32 value)
+{
+	uintptr_t	offset = (uintptr_t) buffer - (uintptr_t) BufferBlocks;
+
+	if (buffer_read_us == NULL || buffer < BufferBlocks ||
+		offset >= (uintptr_t) NBuffers * BLCKSZ || offset % BLCKSZ != 0)
+		return;
+	pg_atomic_write_u32(&buffer_read_us[offset / BLCKSZ], value);
+}
+
 /*
  * Record how long the read into this page took, if the page is a shared
  * buffer (smgr reads also go to private and local buffers).
@@ -86,13 +110,18 @@ bpext_descriptors_shmem_init(bool found)
 void
 bpext_note_buffer_read(const char *buffer, uint64 microseconds)
 {
-	uintptr_t	offset = (uintptr_t) buffer - (uintptr_t) BufferBlocks;
+	record_read_time(buffer,
+					 (uint32) Min(microseconds, READ_TIME_UNKNOWN - 1));
+}
 
-	if (buffer_read_us == NULL || buffer < BufferBlocks ||
-		offset >= (uintptr_t) NBuffers * BLCKSZ || offset % BLCKSZ != 0)
-		return;
-	pg_atomic_write_u32(&buffer_read_us[offset / BLCKSZ],
-						(uint32) Min(microseconds, PG_UINT32_MAX));
+/*
+ * The page is being read by an I/O that completes out of bpext's sight
+ * (PostgreSQL 18's asynchronous reads): its read_microsec is NULL.
+ */
+void
+bpext_note_buffer_read_untimed(const char *buffer)
+{
+	record_read_time(buffer, READ_TIME_UNKNOWN);
 }
 
 /* What the content says about a page. */
@@ -189,6 +218,7 @@ typedef struct DescriptorRow
 	int			pins;
 	bool		has_read_time;
 	uint64		read_us;
+	int			numa_node;		/* -1 if not known */
 	bool		has_facts;
 	PageFacts	facts;
 } DescriptorRow;
@@ -247,7 +277,10 @@ put_row(BpextScan *scan, const DescriptorRow *row)
 	else
 		nulls[i++] = true;
 	values[i++] = BoolGetDatum(row->dirty); /* is_modified */
-	nulls[i++] = true;			/* numa_node: not known to PostgreSQL 15 */
+	if (row->numa_node >= 0)	/* numa_node */
+		values[i++] = Int32GetDatum(row->numa_node);
+	else
+		nulls[i++] = true;
 	if (row->has_read_time)		/* read_microsec */
 		values[i++] = Int64GetDatum((int64) row->read_us);
 	else
@@ -264,6 +297,35 @@ put_row(BpextScan *scan, const DescriptorRow *row)
 	Assert(i == DESCRIPTOR_COLUMNS);
 
 	bpext_scan_emit(scan, values, nulls);
+}
+
+/*
+ * The NUMA node of the memory holding a shared buffer's page, or -1 where
+ * it is not known: before 18, on a server built without NUMA support, on a
+ * system without NUMA.  PostgreSQL's pg_numa_query_pages (move_pages(2)),
+ * one call per buffer, as the view lists one buffer at a time; the page's
+ * header was just read, so its memory is mapped.
+ */
+static int
+buffer_numa_node(const char *page)
+{
+#if BPEXT_HAS_PG_NUMA
+	static int	numa_known = 0; /* 0: not asked yet, 1: yes, -1: no */
+	void	   *os_page;
+	int			node = -1;
+
+	if (numa_known == 0)
+		numa_known = (pg_numa_init() == -1) ? -1 : 1;
+	if (numa_known < 0)
+		return -1;
+	os_page = (void *) TYPEALIGN_DOWN(sysconf(_SC_PAGESIZE), page);
+	if (pg_numa_query_pages(0, 1, &os_page, &node) != 0 || node < 0)
+		return -1;
+	return node;
+#else
+	(void) page;
+	return -1;
+#endif
 }
 
 /* The row of shared buffer i, if it holds a valid page: true if listed. */
@@ -306,8 +368,9 @@ put_shared_buffer(BpextScan *scan, int i)
 	row.dirty = (state & BM_DIRTY) != 0;
 	row.usage = BUF_STATE_GET_USAGECOUNT(state);
 	row.pins = BUF_STATE_GET_REFCOUNT(state);
-	row.has_read_time = true;
 	row.read_us = pg_atomic_read_u32(&buffer_read_us[i]);
+	row.has_read_time = row.read_us != READ_TIME_UNKNOWN;
+	row.numa_node = buffer_numa_node(page);
 	row.has_facts = true;
 	row.facts = classify_page(copy, row.fork);
 	put_row(scan, &row);
@@ -367,6 +430,7 @@ put_tier_piece(BpextScan *scan, uint32 piece, bool with_contents)
 
 		memset(&row, 0, sizeof(row));
 		row.in_tier = true;
+		row.numa_node = -1;
 		row.bufferid = info->slot;
 		row.rfile = info->rfile;
 		row.fork = info->fork;

@@ -88,7 +88,8 @@ check_server_version(void)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("bpext was built for PostgreSQL %d but the server is %s",
 						PG_VERSION_NUM / 10000, vstr)));
-	if (server_has_old_blocks != (BPEXT_TRUNCATE_HAS_OLD_BLOCKS != 0))
+	if (BPEXT_TRUNCATE_SPLIT_IN_MINOR &&
+		server_has_old_blocks != (BPEXT_TRUNCATE_HAS_OLD_BLOCKS != 0))
 		ereport(FATAL,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("bpext was built for a different minor release of PostgreSQL %d than the server's (%s)",
@@ -197,6 +198,10 @@ bpext_interpose_smgr(const BpextSmgrWrappers *wrappers)
 		{BPEXT_SLOT_PREFETCH, (void *) wrappers->prefetch},
 		{BPEXT_SLOT_READV, (void *) wrappers->readv},
 		{BPEXT_SLOT_WRITEV, (void *) wrappers->writev},
+#if BPEXT_SMGR_AIO
+		{BPEXT_SLOT_MAXCOMBINE, (void *) wrappers->maxcombine},
+		{BPEXT_SLOT_STARTREADV, (void *) wrappers->startreadv},
+#endif
 #else
 		{BPEXT_SLOT_READ, (void *) wrappers->read},
 		{BPEXT_SLOT_WRITE, (void *) wrappers->write},

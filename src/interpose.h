@@ -28,6 +28,10 @@ typedef struct BpextSmgrWrappers
 	__typeof__(&mdprefetch) prefetch;
 	__typeof__(&mdreadv) readv;
 	__typeof__(&mdwritev) writev;
+#if BPEXT_SMGR_AIO
+	__typeof__(&mdmaxcombine) maxcombine;
+	__typeof__(&mdstartreadv) startreadv;
+#endif
 #else
 	__typeof__(&mdread) read;
 	__typeof__(&mdwrite) write;

@@ -76,7 +76,7 @@ open_segment(const BpextScanArgs *args, BlockNumber segno)
 	if (segment_fd >= 0 && segment_no == segno)
 		return segment_fd;
 	close_segment();
-	path = relpathperm(args->rfile, args->fork);
+	path = bpext_relpath_perm(args->rfile, args->fork);
 	if (segno > 0)
 	{
 		char	   *segpath = psprintf("%s.%u", path, segno);
@@ -154,7 +154,7 @@ bpext_prewarm_unit(BpextScan *scan, uint64 unit)
 				(errcode_for_file_access(),
 				 errmsg("could not read blocks %u..%u of relation %s: %m",
 						first, blocks[n - 1],
-						relpathperm(args->rfile, args->fork))));
+						bpext_relpath_perm(args->rfile, args->fork))));
 	}
 
 	for (i = 0; i < n; i++)

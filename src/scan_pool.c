@@ -389,7 +389,7 @@ bpext_scan_emit(BpextScan *scan, Datum *values, bool *nulls)
 	if (scan->overflow)
 		return;
 	old = MemoryContextSwitchTo(scan->tuple_cxt);
-	tuple = heap_form_minimal_tuple(scan->desc, values, nulls);
+	tuple = bpext_form_minimal_tuple(scan->desc, values, nulls);
 	MemoryContextSwitchTo(old);
 	size = MAXALIGN(tuple->t_len);
 	if (OUTBUF_HEADER + scan->outbuf->used + size > SCAN_OUTBUF_SIZE)

@@ -129,5 +129,8 @@ bpext_install_smgr_wrappers(void)
 	};
 
 	bpext_fill_read_write_wrappers(&wrappers);
+#if BPEXT_SMGR_AIO
+	bpext_fill_aio_read_wrappers(&wrappers);
+#endif
 	bpext_interpose_smgr(&wrappers);
 }

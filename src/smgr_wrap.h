@@ -3,7 +3,8 @@
  * smgr_wrap.h
  *	  bpext's storage-manager wrappers: the ones every generation shares
  *	  (smgr_wrap.c) and the read/write path of the generation being built
- *	  (smgr_wrap_block.c for 15, smgr_wrap_vectored.c for 17).
+ *	  (smgr_wrap_block.c for 15, smgr_wrap_vectored.c for 17 and 18, and
+ *	  smgr_wrap_aio.c for 18's asynchronous reads).
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -22,6 +23,25 @@ extern void bpext_install_smgr_wrappers(void);
 
 /* The generation's read and write wrappers (smgr_wrap_block/vectored.c). */
 extern void bpext_fill_read_write_wrappers(BpextSmgrWrappers *wrappers);
+
+#if BPEXT_SMGR_VECTORED
+/*
+ * The longest run of misses read with one mdreadv when pages are admitted
+ * as they are read: it bounds the admission tickets kept on the stack.
+ * Read streams combine at most io_combine_limit blocks (32 in 17, up to
+ * 128 in 18), so this splits few reads.
+ */
+#define BPEXT_MAX_MISS_RUN	32
+
+extern void bpext_read_from_data_file(SMgrRelation reln, ForkNumber forknum,
+									  BlockNumber blocknum, void **buffers,
+									  BlockNumber nblocks, bool admit);
+#endif
+
+#if BPEXT_SMGR_AIO
+/* The asynchronous read path (smgr_wrap_aio.c). */
+extern void bpext_fill_aio_read_wrappers(BpextSmgrWrappers *wrappers);
+#endif
 
 /* Store the image just written to a data file in the tier (dual write). */
 extern void bpext_smgr_store_written(const BpextRelFile *rfile,

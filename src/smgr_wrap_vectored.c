@@ -49,14 +49,6 @@
 #include "tier_io.h"
 #include "tier_map.h"
 
-/*
- * The longest run of misses read with one mdreadv; longer runs are split.
- * Read streams combine at most MAX_IO_COMBINE_LIMIT (32) blocks, so this
- * never splits their reads; it bounds the admission tickets kept on the
- * stack.
- */
-#define MAX_MISS_RUN	32
-
 static void bpext_readv(SMgrRelation reln, ForkNumber forknum,
 						BlockNumber blocknum, void **buffers,
 						BlockNumber nblocks);
@@ -97,26 +89,26 @@ invalidate_blocks(const BpextRelFile *rfile, ForkNumber forknum,
 
 /*
  * Read nblocks consecutive blocks from the data file with one mdreadv.
- * With admission (at most MAX_MISS_RUN blocks), each page's ticket is
- * taken before the read, so that a write racing the read makes the copy
+ * With admission (at most BPEXT_MAX_MISS_RUN blocks), each page's ticket
+ * is taken before the read, so that a write racing the read makes the copy
  * unpublishable, and the pages are stored after it.  Each page's
  * read_microsec is the time of the read that brought it in.
  */
-static void
-read_from_data_file(SMgrRelation reln, ForkNumber forknum,
-					BlockNumber blocknum, void **buffers, BlockNumber nblocks,
-					bool admit)
+void
+bpext_read_from_data_file(SMgrRelation reln, ForkNumber forknum,
+						  BlockNumber blocknum, void **buffers,
+						  BlockNumber nblocks, bool admit)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
-	TierAdmitTicket tickets[MAX_MISS_RUN];
-	bool		admitted[MAX_MISS_RUN];
+	TierAdmitTicket tickets[BPEXT_MAX_MISS_RUN];
+	bool		admitted[BPEXT_MAX_MISS_RUN];
 	bool		any_admitted = false;
 	bool		tracked = bpext_smgr_tracks(reln);
 	instr_time	start;
 	uint64		elapsed_us;
 	BlockNumber i;
 
-	Assert(!admit || nblocks <= MAX_MISS_RUN);
+	Assert(!admit || nblocks <= BPEXT_MAX_MISS_RUN);
 	if (admit)
 	{
 		for (i = 0; i < nblocks; i++)
@@ -174,7 +166,8 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 
 	if (!bpext_smgr_serves(reln))
 	{
-		read_from_data_file(reln, forknum, blocknum, buffers, nblocks, false);
+		bpext_read_from_data_file(reln, forknum, blocknum, buffers, nblocks,
+								  false);
 		return;
 	}
 
@@ -193,11 +186,11 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 
 		/* A run of misses, up to the next block the tier holds. */
 		run = 1;
-		while (i + run < nblocks && run < MAX_MISS_RUN &&
+		while (i + run < nblocks && run < BPEXT_MAX_MISS_RUN &&
 			   tier_will_miss(rfile, forknum, blocknum + i + run))
 			run++;
-		read_from_data_file(reln, forknum, blocknum + i, buffers + i, run,
-							admit);
+		bpext_read_from_data_file(reln, forknum, blocknum + i, buffers + i,
+								  run, admit);
 		i += run;
 	}
 }

@@ -82,6 +82,10 @@ EOF
     echo 'APT::Install-Recommends "false";' > "$root/etc/apt/apt.conf.d/90bpext"
     # A chroot has no /dev/pts for dpkg's terminal handling.
     echo 'Dpkg::Use-Pty "false";' >> "$root/etc/apt/apt.conf.d/90bpext"
+    # sid's Release file on the mirrors reachable here is past its
+    # Valid-Until date; the packages are still signed and checked.
+    [ "$suite" != sid ] ||
+        echo 'Acquire::Check-Valid-Until "false";' >> "$root/etc/apt/apt.conf.d/90bpext"
     tar -C "$root" --zstd -cpf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
 fi
 

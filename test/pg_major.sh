@@ -4,13 +4,14 @@
 # does (test/pg_chroot.sh).
 
 # Every supported major, oldest first: what the test command runs by default.
-BPEXT_SUPPORTED_MAJORS="15 17"
+BPEXT_SUPPORTED_MAJORS="15 17 18"
 
 # The Debian suite whose own packages are that major.
 bpext_major_suite() {
     case "$1" in
         15) echo bookworm ;;
         17) echo trixie ;;
+        18) echo sid ;;
         *) return 1 ;;
     esac
 }
@@ -20,6 +21,8 @@ bpext_native_major() {
     local m codename
     # shellcheck disable=SC1091
     codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    # Unstable names itself after the next release ("forky/sid").
+    case "$(cat /etc/debian_version 2>/dev/null)" in */sid) codename=sid ;; esac
     for m in $BPEXT_SUPPORTED_MAJORS; do
         [ "$(bpext_major_suite "$m")" = "$codename" ] && { echo "$m"; return 0; }
     done

@@ -23,6 +23,10 @@
  *					 file says (10000 if it is empty), then reads: a hung
  *					 device.  Signals do not cut the sleep short, as they
  *					 do not wake a process in uninterruptible disk sleep.
+ *					 A second number in the file, "ms N", lets each
+ *					 process's first N calls made while the fault is on go
+ *					 through unhurt (to hold up a read in the middle of a
+ *					 combined read rather than its first).
  *	write_sleep		 the same for pwrite()/pwritev()
  *
  * Every other file, and every process's other I/O, goes straight through.
@@ -238,36 +242,52 @@ close(int fd)
 	return real_close(fd);
 }
 
+/* This process's calls to each sleep fault while it was on. */
+static long read_sleep_calls;
+static long write_sleep_calls;
+
 /*
  * If the fault called name is on, block for the milliseconds its control
- * file holds, whatever signals arrive.
+ * file holds, whatever signals arrive; but not on the first calls it lets
+ * through, counted in *calls_seen.
  */
 static void
-sleep_fault(const char *name, int fd)
+sleep_fault(const char *name, int fd, long *calls_seen)
 {
 	char		path[4096];
 	char		text[32];
 	long		ms = 10000;
+	long		unhurt_calls = 0;
 	int			cfd;
 	ssize_t		n;
 	struct timespec until;
 	int			save_errno = errno;
 
-	if (!is_tracked(fd) || !fault_on(name, fd))
+	if (!is_tracked(fd) || fault_ctl == NULL)
 		return;
 	snprintf(path, sizeof(path), "%s/%s", fault_ctl, name);
 	RESOLVE(open);
 	RESOLVE(close);
 	cfd = real_open(path, O_RDONLY | O_CLOEXEC);
-	if (cfd >= 0)
+	if (cfd < 0)
 	{
-		n = read(cfd, text, sizeof(text) - 1);
-		if (n > 0)
-		{
-			text[n] = '\0';
-			ms = strtol(text, NULL, 10);
-		}
-		real_close(cfd);
+		errno = save_errno;
+		return;
+	}
+	n = read(cfd, text, sizeof(text) - 1);
+	if (n > 0)
+	{
+		char	   *end;
+
+		text[n] = '\0';
+		ms = strtol(text, &end, 10);
+		unhurt_calls = strtol(end, NULL, 10);
+	}
+	real_close(cfd);
+	if ((*calls_seen)++ < unhurt_calls || !fault_on(name, fd))
+	{
+		errno = save_errno;
+		return;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += ms / 1000;
@@ -291,7 +311,7 @@ faulty_read(ssize_t (*real) (int, void *, size_t, off_t),
 		errno = EIO;
 		return -1;
 	}
-	sleep_fault("read_sleep", fd);
+	sleep_fault("read_sleep", fd, &read_sleep_calls);
 	return real(fd, buf, count, offset);
 }
 
@@ -315,7 +335,7 @@ write_fault(int fd)
 {
 	if (!is_tracked(fd))
 		return 0;
-	sleep_fault("write_sleep", fd);
+	sleep_fault("write_sleep", fd, &write_sleep_calls);
 	if (fault_on("write_eio", fd))
 	{
 		errno = EIO;

@@ -813,22 +813,22 @@ sub bpext_build_fault_injector
 
 =pod
 
-=item bpext_start_with_faults(node, so, prefix, ctl_dir)
+=item bpext_start_with_faults(node, so, prefix, ctl_dir [, start params])
 
 Start the node with the fault injector preloaded: I/O on files opened
 under path prefix fails while control files exist in ctl_dir (see
-bpext_fault).
+bpext_fault).  Further arguments go to the node's start (e.g. fail_ok).
 
 =cut
 
 sub bpext_start_with_faults
 {
-	my ($node, $so, $prefix, $ctl) = @_;
+	my ($node, $so, $prefix, $ctl, %params) = @_;
 	local $ENV{LD_PRELOAD} = $so;
 	local $ENV{BPEXT_FAULT_PREFIX} = $prefix;
 	local $ENV{BPEXT_FAULT_CTL} = $ctl;
 	$node->{bpext_fault_ctl} = $ctl;
-	return $node->start;
+	return $node->start(%params);
 }
 
 =pod
