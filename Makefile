@@ -23,6 +23,7 @@ OBJS = \
 	src/tier_io.o \
 	src/tier_map.o \
 	src/tier_scans.o \
+	src/wait_events.o \
 	src/worker.o
 
 EXTENSION = bpext

@@ -39,6 +39,7 @@
 #include "stats.h"
 #include "tier_file.h"
 #include "tier_map.h"
+#include "wait_events.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -107,6 +108,8 @@ bpext_shmem_startup(void)
 	bpext_descriptors_shmem_init(found);
 	bpext_scan_pool_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
+
+	bpext_register_wait_events();
 }
 
 void

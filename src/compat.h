@@ -61,6 +61,9 @@
 #error "bpext does not support PostgreSQL 16: it has never been built or tested against 16's server headers (see the README)"
 #endif
 
+/* Extensions name their own wait events from 17 on (wait_events.c). */
+#define BPEXT_CUSTOM_WAIT_EVENTS (PG_VERSION_NUM >= 170000)
+
 /* PostgreSQL's NUMA queries (port/pg_numa.h) exist from 18 on. */
 #define BPEXT_HAS_PG_NUMA (PG_VERSION_NUM >= 180000)
 

@@ -78,6 +78,7 @@
 #include "scan_pool.h"
 #include "tier_map.h"
 #include "tier_scans.h"
+#include "wait_events.h"
 #include "worker.h"
 
 PG_FUNCTION_INFO_V1(bpext_scan_history_1_0);
@@ -505,7 +506,7 @@ acquire_outbuf(BpextScan *scan)
 			return true;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 SCAN_POLL_MS, PG_WAIT_EXTENSION);
+						 SCAN_POLL_MS, BPEXT_WAIT_EVENT(BPEXT_WAIT_SCAN_OUTPUT));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -650,7 +651,7 @@ task_delay(BpextScan *scan)
 		if (ms <= 0)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(ms, SCAN_POLL_MS), PG_WAIT_EXTENSION);
+						 Min(ms, SCAN_POLL_MS), BPEXT_WAIT_EVENT(BPEXT_WAIT_SCAN_TASK_DELAY));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -828,7 +829,7 @@ lead_scan(BpextScan *scan, double *wait_ms)
 
 		INSTR_TIME_SET_CURRENT(before);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 SCAN_POLL_MS, PG_WAIT_EXTENSION);
+						 SCAN_POLL_MS, BPEXT_WAIT_EVENT(BPEXT_WAIT_SCAN_WORKERS));
 		ResetLatch(MyLatch);
 		INSTR_TIME_SET_CURRENT(after);
 		INSTR_TIME_SUBTRACT(after, before);
@@ -1277,7 +1278,7 @@ bpext_scan_worker_main(Datum main_arg)
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
-						 PG_WAIT_EXTENSION);
+						 BPEXT_WAIT_EVENT(BPEXT_WAIT_SCAN_WORKER_IDLE));
 	}
 }
 

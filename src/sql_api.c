@@ -39,6 +39,7 @@
 
 #include "bpext.h"
 #include "tier_map.h"
+#include "wait_events.h"
 
 PG_FUNCTION_INFO_V1(bpext_configuration_1_0);
 PG_FUNCTION_INFO_V1(bpext_stats_1_0);
@@ -314,7 +315,7 @@ reload_and_wait(const char *path, int size_mb)
 					 errdetail("The settings were written to postgresql.auto.conf and take effect when the worker runs."),
 					 errhint("The worker starts once the server is consistent; check that it runs (backend_type \"bpext tier worker\" in pg_stat_activity).")));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
+						 10, BPEXT_WAIT_EVENT(BPEXT_WAIT_SETTINGS_APPLIED));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -40,6 +40,7 @@
 #include "io_watch.h"
 #include "tier_file.h"
 #include "tier_io.h"
+#include "wait_events.h"
 
 /* An aligned page for tier_store_page; static so that no smgr call
  * allocates. */
@@ -82,7 +83,7 @@ write_pages(uint32 first_slot, int npages, char *const *pages,
 
 	BPEXT_COUNT(outstanding_io, 1);
 	bpext_io_watch_begin(true);
-	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+	pgstat_report_wait_start(BPEXT_WAIT_EVENT(BPEXT_WAIT_TIER_WRITE));
 	ok = tier_file_write_pages(first_slot, npages, pages, incarnation);
 	save_errno = errno;
 	pgstat_report_wait_end();
@@ -129,7 +130,7 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	INSTR_TIME_SET_CURRENT(start);
 	BPEXT_COUNT(outstanding_io, 1);
 	bpext_io_watch_begin(false);
-	pgstat_report_wait_start(PG_WAIT_EXTENSION);
+	pgstat_report_wait_start(BPEXT_WAIT_EVENT(BPEXT_WAIT_TIER_READ));
 	read_ok = tier_file_read_page(slot, buffer);
 	save_errno = errno;
 	pgstat_report_wait_end();

@@ -40,6 +40,7 @@
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
+#include "wait_events.h"
 #include "worker.h"
 
 /* How often the worker checks that the tier file is still there. */
@@ -211,7 +212,7 @@ bpext_worker_main(Datum main_arg)
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 pushed > 0 ? 1 : bpext_push_interval_ms,
-						 PG_WAIT_EXTENSION);
+						 BPEXT_WAIT_EVENT(BPEXT_WAIT_WORKER_MAIN));
 		ResetLatch(MyLatch);
 	}
 }

@@ -233,8 +233,9 @@ sub hung_read
 	ok(!grep({ $_ == $other_pid } bpext_fault_pids($node, 'read_sleep')),
 		"$name: ... without touching the hung device");
 	is($node->safe_psql('postgres',
-			"SELECT wait_event_type FROM pg_stat_activity WHERE pid = $stuck_pid"),
-		'Extension', "$name: ... while the stuck session still waits on the tier")
+			"SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE pid = $stuck_pid"),
+		$node->pg_version >= 17 ? 'Extension/BpextTierRead' : 'Extension/Extension',
+		"$name: ... while the stuck session still waits on the tier (named on 17 and later)")
 	  or diag($node->safe_psql('postgres',
 			"SELECT state, wait_event_type, wait_event, now() - query_start FROM pg_stat_activity WHERE pid = $stuck_pid"),
 		slurp_file($node->{bpext_fault_ctl} . '/injected.log'));
