@@ -18,6 +18,10 @@
 # is a failure (the suite's source is a minor release that may differ from
 # the installed server's, so a few tests can fail for everybody).
 #
+# From 18 on the nodes with bpext take the io_methods in turn (worker, sync,
+# and io_uring where the kernel allows it; see BpextEveryNode), so that every
+# io_method runs primaries and standbys in the one pass.
+#
 #   sudo PG_MAJOR=17 test/pg_recovery_with_bpext.sh    # as root: runs as postgres
 #   BPEXT_RECOVERY_TESTS='t/001_stream_rep.pl t/013_crash_restart.pl' ...
 #
@@ -33,6 +37,7 @@ major=${PG_MAJOR:-15}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$major/bin/pg_config}
 here=$(cd "$(dirname "$0")" && pwd)
 tests=${BPEXT_RECOVERY_TESTS:-t/*.pl}
+usable_io_methods=""   # set by run_suites
 
 say() { echo "pg_recovery_with_bpext: $*"; }
 die() { say "$*" >&2; exit 2; }
@@ -58,6 +63,9 @@ run_pass() {
 
     # The tests (not prove itself, whose output PostgreSQL::Test::Utils
     # would capture) load BpextEveryNode.
+    # The nodes with bpext take the usable io_methods in turn (18 on).
+    local io_methods=""
+    [ "$mode" = with ] && io_methods=$usable_io_methods
     local exec=(--exec "perl -I $work/perl -I .")
     [ "$mode" = with ] && exec=(--exec "perl -I $work/perl -I . -I $here/perl -MBpextEveryNode")
     (cd "$work/recovery" &&
@@ -65,6 +73,7 @@ run_pass() {
             PATH="$bindir:$PATH" PG_REGRESS="$pg_regress" \
             REGRESS_SHLIB="$work/lib/regress.so" \
             TESTDIR="$dir" TESTDATADIR="$dir/tmp_check" TESTLOGDIR="$dir/tmp_check/log" \
+            BPEXT_IO_METHODS="$io_methods" BPEXT_IO_METHODS_LOG="$dir/io_methods.log" \
             PGPORT=$((40000 + RANDOM % 10000)) \
             prove -j 3 "${exec[@]}" "$@") >"$dir/prove.out" 2>&1 || true
 }
@@ -81,13 +90,20 @@ run_suites() {
     local list
     # shellcheck disable=SC2086
     list=$(cd "$work/recovery" && echo $tests)
-    say "running the recovery suite with bpext on every node"
+    usable_io_methods=$(PG_MAJOR=$major "$here/pg_regress_with_bpext.sh" --io-methods)
+    say "running the recovery suite with bpext on every node${usable_io_methods:+ (io_method in turn: $usable_io_methods)}"
     # shellcheck disable=SC2086
     run_pass "$work" with $list
     local ran failed_with
     ran=$(grep -cE '^t/[A-Za-z0-9_]+\.pl \.+' "$work/with/prove.out" || true)
     failed_with=$(failed_tests "$work/with/prove.out")
     say "with bpext: $ran test files in $((SECONDS - start)) s, failed: $(echo ${failed_with:-none})"
+    if [ -n "$usable_io_methods" ]; then
+        local io_method
+        for io_method in $usable_io_methods; do
+            say "io_method $io_method: $(awk -v m="$io_method" '$3 == m' "$work/with/io_methods.log" 2>/dev/null | wc -l) nodes"
+        done
+    fi
     if [ "$ran" -lt 1 ]; then
         tail -30 "$work/with/prove.out"
         die "the suite did not run"

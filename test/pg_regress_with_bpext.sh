@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # PostgreSQL's own regression suite (src/test/regress, the parallel
-# schedule) run twice against throwaway instances with the same small
-# shared_buffers: once without bpext, once with bpext preloaded and its tier
+# schedule) run against throwaway instances with the same small
+# shared_buffers: once without bpext, then with bpext preloaded and its tier
 # enabled, so that most of the suite's reads miss shared buffers and are
-# served by the tier.  No test may fail with bpext that passes without it;
-# the tier must have served reads, and no tier error or server crash may
-# show in the log.
+# served by the tier.  From 18 on the run with bpext is repeated under each
+# io_method (worker, sync, and io_uring where the kernel allows it; the
+# script says when it does not).  No test may fail with bpext that passes
+# without it; the tier must have served reads, and no tier error or server
+# crash may show in the log.
 #
-# It takes about two minutes on two cores (twice the suite), so it runs with
+# It takes about a minute per run on two cores, so it runs with
 # the other TAP suites, through test/t/106_pg_regress.pl; BPEXT_PG_REGRESS=0
 # turns it off.  test/install-deps.sh (root) calls this script with
 # --prepare to fetch the source beforehand, because the TAP suites run as
@@ -178,19 +180,39 @@ fetch_from_pool() {
 
 # --- the run, as a user that may run servers ------------------------------------------
 
-run_suites() {
-    local work=$1 src=$2
-    local mode status=0
-    local regressdir=$src/src/test/regress
+# The io_methods (18 and later) the suites run under with bpext: worker
+# (the default), sync, and io_uring if this kernel and build allow it
+# (said on stderr if not).  Nothing before 18.  Run as a user that may run
+# servers.
+usable_io_methods() {
+    [ "$major" -ge 18 ] || return 0
+    local d
+    d=$(mktemp -d /tmp/bpext-io-uring-probe.XXXXXX)
+    if "$bindir/initdb" -D "$d/data" -A trust --no-locale >"$d/initdb.log" 2>&1 &&
+           printf "listen_addresses = ''\nunix_socket_directories = '%s'\nio_method = io_uring\n" "$d" \
+               >>"$d/data/postgresql.conf" &&
+           "$bindir/pg_ctl" -D "$d/data" -l "$d/server.log" -w start >/dev/null 2>&1; then
+        "$bindir/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
+        echo "worker sync io_uring"
+    else
+        echo "worker sync"
+        say "io_method io_uring is not available here: $(grep -hE 'FATAL|ERROR' "$d/server.log" "$d/initdb.log" 2>/dev/null | head -1)" >&2
+    fi
+    rm -rf "$d"
+}
 
-    for mode in without with; do
-        [ "${BPEXT_PG_REGRESS_ONLY:-}" = with ] && [ "$mode" = without ] && continue
-        local dir=$work/$mode
-        rm -rf "$dir"
-        mkdir -p "$dir"
-        "$bindir/initdb" -D "$dir/data" -A trust --no-locale -E UTF8 >"$dir/initdb.log" 2>&1 ||
-            { cat "$dir/initdb.log"; die "initdb failed"; }
-        cat >>"$dir/data/postgresql.conf" <<EOF
+# One run of the schedule in $work/$run: "without" bpext or "with" it, under
+# the given io_method (none: the server's default).
+run_schedule() {
+    local work=$1 src=$2 mode=$3 io_method=$4 run=$5
+    local regressdir=$src/src/test/regress
+    local dir=$work/$run
+    local label="$mode bpext${io_method:+ (io_method $io_method)}"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    "$bindir/initdb" -D "$dir/data" -A trust --no-locale -E UTF8 >"$dir/initdb.log" 2>&1 ||
+        { cat "$dir/initdb.log"; die "initdb failed"; }
+    cat >>"$dir/data/postgresql.conf" <<EOF
 listen_addresses = ''
 unix_socket_directories = '$dir'
 port = 5432
@@ -200,85 +222,112 @@ fsync = off
 autovacuum = on
 log_line_prefix = '%m [%p] %q%a '
 EOF
-        if [ "$mode" = with ]; then
-            cat >>"$dir/data/postgresql.conf" <<EOF
+    if [ "$mode" = with ]; then
+        cat >>"$dir/data/postgresql.conf" <<EOF
 shared_preload_libraries = 'bpext'
 bpext.path = '$dir/bpext.tier'
 bpext.size = '$tier_size'
 bpext.max_size = '$tier_size'
 EOF
-        fi
-        [ -n "${BPEXT_PG_REGRESS_CONF:-}" ] &&
-            printf '%s\n' "$BPEXT_PG_REGRESS_CONF" >>"$dir/data/postgresql.conf"
-        "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
-            { tail -20 "$dir/server.log"; die "the $mode-bpext server did not start"; }
+    fi
+    [ -n "$io_method" ] && echo "io_method = $io_method" >>"$dir/data/postgresql.conf"
+    [ -n "${BPEXT_PG_REGRESS_CONF:-}" ] &&
+        printf '%s\n' "$BPEXT_PG_REGRESS_CONF" >>"$dir/data/postgresql.conf"
+    "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null ||
+        { tail -20 "$dir/server.log"; die "the server $label did not start"; }
 
-        say "running the core regression suite $mode bpext (shared_buffers $shared_buffers)"
-        local start=$SECONDS
-        "$pg_regress" --host="$dir" --port=5432 \
-            --inputdir="$regressdir" --outputdir="$dir/out" \
-            --bindir="$bindir" --dlpath="$work/lib" \
-            --max-concurrent-tests=20 \
-            --schedule="$regressdir/parallel_schedule" >"$dir/pg_regress.out" 2>&1 || true
-        say "$mode bpext: $((SECONDS - start)) s; $(grep -E '^(# )?(All|[0-9]+ of) [0-9]+ tests' "$dir/pg_regress.out" | head -1)"
+    say "running the core regression suite $label (shared_buffers $shared_buffers)"
+    local start=$SECONDS
+    "$pg_regress" --host="$dir" --port=5432 \
+        --inputdir="$regressdir" --outputdir="$dir/out" \
+        --bindir="$bindir" --dlpath="$work/lib" \
+        --max-concurrent-tests=20 \
+        --schedule="$regressdir/parallel_schedule" >"$dir/pg_regress.out" 2>&1 || true
+    say "$label: $((SECONDS - start)) s; $(grep -E '^(# )?(All|[0-9]+ of) [0-9]+ tests' "$dir/pg_regress.out" | head -1)"
 
-        if [ "$mode" = with ]; then
-            "$bindir/psql" -h "$dir" -p 5432 -d postgres -XAtq \
-                -c "CREATE EXTENSION IF NOT EXISTS bpext" \
-                -c "SELECT state, extension_page_reads, extension_page_writes, crc_failures, io_errors
-                      FROM bpext_configuration, bpext_stats" >"$dir/tier.out" 2>&1 || true
-        fi
-        "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
-    done
+    if [ "$mode" = with ]; then
+        "$bindir/psql" -h "$dir" -p 5432 -d postgres -XAtq \
+            -c "CREATE EXTENSION IF NOT EXISTS bpext" \
+            -c "SELECT state, extension_page_reads, extension_page_writes, crc_failures, io_errors
+                  FROM bpext_configuration, bpext_stats" >"$dir/tier.out" 2>&1 || true
+    fi
+    "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
+}
 
-    # Compare.
-    # pg_regress prints "test name ... ok" up to 15 and TAP ("ok 12 - name",
-    # "not ok 13 + name") from 16 on; both become "name ok|FAILED".
-    local parse='s/^[ #]*(test |parallel group \([0-9]+ tests\): )?[ ]*([A-Za-z0-9_]+)[ ]+\.\.\. (ok|FAILED|failed \(ignored\)).*/\2 \3/p
-                 s/^ok [0-9]+ +[-+] +([A-Za-z0-9_]+) .*/\1 ok/p
-                 s/^not ok [0-9]+ +[-+] +([A-Za-z0-9_]+) .*/\1 FAILED/p'
-    sed -nE "$parse" "$work/with/pg_regress.out" | sort >"$work/with.results"
-    local total failed_with
-    total=$(wc -l <"$work/with.results")
-    failed_with=$(awk '$2 != "ok" { print $1 }' "$work/with.results" | sort)
+# A run's test results, one "name ok|FAILED" per line.  pg_regress prints
+# "test name ... ok" up to 15 and TAP ("ok 12 - name", "not ok 13 + name")
+# from 16 on.
+results() {
+    sed -nE 's/^[ #]*(test |parallel group \([0-9]+ tests\): )?[ ]*([A-Za-z0-9_]+)[ ]+\.\.\. (ok|FAILED|failed \(ignored\)).*/\2 \3/p
+             s/^ok [0-9]+ +[-+] +([A-Za-z0-9_]+) .*/\1 ok/p
+             s/^not ok [0-9]+ +[-+] +([A-Za-z0-9_]+) .*/\1 FAILED/p' "$1" | sort
+}
+
+# Compare the run with bpext in $work/$run with the run without it (whose
+# failed tests are given), and check its tier and its log.  Returns 1 if
+# bpext broke something.
+check_run() {
+    local work=$1 run=$2 label=$3 failed_without=$4
+    local status=0 total failed_with newly
+    results "$work/$run/pg_regress.out" >"$work/$run.results"
+    total=$(wc -l <"$work/$run.results")
+    failed_with=$(awk '$2 != "ok" { print $1 }' "$work/$run.results" | sort)
     if [ "$total" -lt 100 ]; then
-        say "only $total test results with bpext (did the suite run?):"
-        tail -30 "$work/with/pg_regress.out"
+        say "only $total test results $label (did the suite run?):"
+        tail -30 "$work/$run/pg_regress.out"
         status=1
     fi
-    local failed_without=""
-    if [ -f "$work/without/pg_regress.out" ]; then
-        sed -nE "$parse" "$work/without/pg_regress.out" | sort >"$work/without.results"
+    say "$label: $total tests, failed: ${failed_with:-none}" | tr '\n' ' '
+    echo
+    newly=$(comm -23 <(echo "$failed_with" | sed '/^$/d') <(echo "$failed_without" | sed '/^$/d'))
+    if [ -n "$newly" ]; then
+        say "FAIL: tests failing only $label: $(echo "$newly" | tr '\n' ' ')"
+        [ -f "$work/$run/out/regression.diffs" ] && head -300 "$work/$run/out/regression.diffs"
+        status=1
+    else
+        say "no test fails $label that passes without it"
+    fi
+
+    local state reads writes crc ioerr
+    IFS='|' read -r state reads writes crc ioerr <"$work/$run/tier.out" || true
+    say "tier ($label): state ${state:-?}, ${reads:-?} pages read from it, ${writes:-?} written, ${crc:-?} checksum failures, ${ioerr:-?} I/O errors"
+    if [ "${state:-}" != 5 ] || [ "${reads:-0}" -lt 1000 ] || [ "${crc:-1}" != 0 ] || [ "${ioerr:-1}" != 0 ]; then
+        say "FAIL: the tier was not enabled and serving reads without errors throughout"
+        cat "$work/$run/tier.out"
+        status=1
+    fi
+    local crash='bpext tier disabled after an error|bpext could not|PANIC|TRAP:|was terminated by signal'
+    if grep -E "$crash" "$work/$run/server.log" | head -20 | grep -q .; then
+        say "FAIL: the log of the run $label shows a tier error or a crash:"
+        grep -E "$crash" "$work/$run/server.log" | head -20
+        status=1
+    fi
+    return "$status"
+}
+
+# The schedule without bpext, then with it: once, or from 18 on once per
+# usable io_method.
+run_suites() {
+    local work=$1 src=$2
+    local status=0 failed_without="" io_method methods
+    methods=$(usable_io_methods)
+
+    if [ "${BPEXT_PG_REGRESS_ONLY:-}" != with ]; then
+        run_schedule "$work" "$src" without "" without
+        results "$work/without/pg_regress.out" >"$work/without.results"
         failed_without=$(awk '$2 != "ok" { print $1 }' "$work/without.results" | sort)
         say "without bpext: $(wc -l <"$work/without.results") tests, failed: ${failed_without:-none}" | tr '\n' ' '
         echo
     fi
-    say "with bpext: $total tests, failed: ${failed_with:-none}" | tr '\n' ' '
-    echo
-    local newly
-    newly=$(comm -23 <(echo "$failed_with" | sed '/^$/d') <(echo "$failed_without" | sed '/^$/d'))
-    if [ -n "$newly" ]; then
-        say "FAIL: tests failing only with bpext: $(echo "$newly" | tr '\n' ' ')"
-        [ -f "$work/with/out/regression.diffs" ] && head -300 "$work/with/out/regression.diffs"
-        status=1
-    else
-        say "no test fails with bpext that passes without it"
+    if [ -z "$methods" ]; then
+        run_schedule "$work" "$src" with "" with
+        check_run "$work" with "with bpext" "$failed_without" || status=1
     fi
-
-    # The tier was used, and nothing went wrong with it or the server.
-    local state reads writes crc ioerr
-    IFS='|' read -r state reads writes crc ioerr <"$work/with/tier.out" || true
-    say "tier: state ${state:-?}, ${reads:-?} pages read from it, ${writes:-?} written, ${crc:-?} checksum failures, ${ioerr:-?} I/O errors"
-    if [ "${state:-}" != 5 ] || [ "${reads:-0}" -lt 1000 ] || [ "${crc:-1}" != 0 ] || [ "${ioerr:-1}" != 0 ]; then
-        say "FAIL: the tier was not enabled and serving reads without errors throughout"
-        cat "$work/with/tier.out"
-        status=1
-    fi
-    if grep -E 'bpext tier disabled after an error|bpext could not|PANIC|TRAP:|was terminated by signal' "$work/with/server.log" | head -20 | grep -q .; then
-        say "FAIL: the log of the run with bpext shows a tier error or a crash:"
-        grep -E 'bpext tier disabled after an error|bpext could not|PANIC|TRAP:|was terminated by signal' "$work/with/server.log" | head -20
-        status=1
-    fi
+    for io_method in $methods; do
+        run_schedule "$work" "$src" with "$io_method" "with-$io_method"
+        check_run "$work" "with-$io_method" "with bpext (io_method $io_method)" \
+            "$failed_without" || status=1
+    done
     [ "$status" -eq 0 ] && say "PASS"
     return "$status"
 }
@@ -288,6 +337,13 @@ EOF
 if [ "${1:-}" = --run-only ]; then
     run_suites "$2" "$3"
     exit $?
+fi
+
+# --io-methods: print the io_methods the suites run under with bpext (see
+# usable_io_methods; for test/pg_recovery_with_bpext.sh, as postgres).
+if [ "${1:-}" = --io-methods ]; then
+    usable_io_methods
+    exit 0
 fi
 
 # --source: print the source tree the suites would use (for

@@ -4,7 +4,8 @@
 # PostgreSQL's own recovery TAP suite with bpext: runs
 # test/pg_recovery_with_bpext.sh (see its header), which runs
 # src/test/recovery of the server's major with bpext preloaded and a tier of
-# its own on every node, and runs the tests that fail again without bpext.
+# its own on every node (from 18 on, under each io_method in turn), and
+# runs the tests that fail again without bpext.
 # Skipped when BPEXT_PG_RECOVERY=0, or when no source tree of the server's
 # major is available (test/install-deps.sh fetches one when run as root).
 
@@ -41,6 +42,16 @@ like($out,
 like($out,
 	qr/^pg_recovery_with_bpext: tiers: enabled on \d+ nodes, \d{4,} pages read from them, 0 tier errors$/m,
 	'the tiers were enabled and served reads without errors');
+if ($major >= 18)
+{
+	for my $io_method (qw(worker sync))
+	{
+		like($out, qr/^pg_recovery_with_bpext: io_method $io_method: [1-9]\d* nodes$/m,
+			"nodes with bpext ran under io_method $io_method");
+	}
+	note("$out$err" =~ /(io_method io_uring is not available here: .*)/
+		? $1 : 'io_uring: ' . ($out =~ /^(pg_recovery_with_bpext: io_method io_uring: .*)$/m ? $1 : 'not run'));
+}
 is($rc, 0, 'pg_recovery_with_bpext.sh passed');
 
 done_testing();
