@@ -20,7 +20,7 @@ native=$(bpext_native_major || true)
 # last (CI shows the end of the output), which ones failed and how.
 report_failures() {
     local work=$1 major=$2 failed name f
-    failed=$(sed -n 's/^\(test\/t\/[^ ]*\)\.pl (Wstat.*/\1/p' \
+    failed=$(sed -n 's/^\(test\/t\/[^ ]*\)\.pl  *(Wstat.*/\1/p' \
         "$work/installcheck.out" | sort -u)
     for f in "$work"/regression.diffs "$work"/output_iso/regression.diffs; do
         [ -f "$f" ] && { echo "=== $f"; tail -n 200 "$f"; }
