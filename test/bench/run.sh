@@ -58,6 +58,7 @@ PROTOCOL=prepared
 PROGRESS_EVERY=5        # show every Nth 1-second progress line
 WORKDIR_PARENT=/var/tmp # fast local disk: tier file, C/E data, loop backing file
 RESULTS=""
+IO_METHOD=""
 PORT=5499
 BUILD=1
 KEEP=0
@@ -87,6 +88,8 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --admission evict|read bpext.admission in B and E (default $ADMISSION)
   --write-policy P       bpext.write_policy in B and E (default $WRITE_POLICY)
   --direct-io on|off     bpext.direct_io in B and E (default $DIRECT_IO)
+  --io-method M          io_method of every configuration, 18 and later: sync, worker
+                         or io_uring (default: the server's, worker)
   --configs LIST         of A,B,C,D,E (E runs E and E0) (default $CONFIGS)
   --workloads LIST       of select,skew,scan,tpcb, run in this order (default $WORKLOADS)
   --overhead-workloads LIST  workloads of E/E0 (default $OVERHEAD_WORKLOADS)
@@ -148,6 +151,7 @@ while [ $# -gt 0 ]; do
         --admission) ADMISSION=$val; shift ;;
         --write-policy) WRITE_POLICY=$val; shift ;;
         --direct-io) DIRECT_IO=$val; shift ;;
+        --io-method) IO_METHOD=$val; shift ;;
         --configs) CONFIGS=${val^^}; shift ;;
         --workloads) WORKLOADS=$val; shift ;;
         --overhead-workloads) OVERHEAD_WORKLOADS=$val; shift ;;
@@ -168,6 +172,8 @@ READ_IOPS=${READ_IOPS:-$IOPS}
 WRITE_IOPS=${WRITE_IOPS:-$IOPS}
 
 has() { [[ ",$1," == *",$2,"* ]]; }
+[[ -z $IO_METHOD || $IO_METHOD =~ ^(sync|worker|io_uring)$ ]] ||
+    die "--io-method: sync, worker or io_uring, not $IO_METHOD"
 for c in ${CONFIGS//,/ }; do [[ $c =~ ^(A|B|C|D|E)$ ]] || die "--configs: unknown configuration $c"; done
 for w in ${WORKLOADS//,/ } ${OVERHEAD_WORKLOADS//,/ }; do
     [[ $w =~ ^(select|skew|scan|tpcb)$ ]] || die "unknown workload $w"
@@ -486,6 +492,7 @@ write_conf() {   # data-dir shared-buffers-MB extra-lines...
         echo "jit = off"
         echo "track_io_timing = on"
         echo "log_checkpoints = on"
+        [ -n "$IO_METHOD" ] && echo "io_method = $IO_METHOD"
         local l; for l in "$@"; do echo "$l"; done
     } > "$data/bench.conf"
     chown postgres "$data/bench.conf"
@@ -566,7 +573,7 @@ cat > "$RESULTS/params.json" <<JSON
  "read_iops": $READ_IOPS, "write_iops": $WRITE_IOPS, "mbps": $MBPS, "readahead_kb": $READAHEAD_KB,
  "ram_mb": $RAM, "shared_buffers_mb": $SHARED_BUFFERS, "big_shared_buffers_mb": $BIG_SB,
  "big_ram_mb": $BIG_RAM, "tier_size_mb": $TIER_SIZE, "admission": "$ADMISSION",
- "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
+ "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO", "io_method": "${IO_METHOD:-default}", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
  "overhead_workloads": "$OVERHEAD_WORKLOADS", "skew": "$SKEW", "protocol": "$PROTOCOL",
  "db_bytes": $DB_BYTES, "accounts_bytes": $ACC_BYTES, "accounts_pkey_bytes": $IDX_BYTES,
  "fast_dir": $(jstr "$WORK"), "slow_device": $(jstr "$LOOP")}
