@@ -25,6 +25,7 @@
 #define BPEXT_H
 
 #include "port/atomics.h"
+#include "portability/instr_time.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
@@ -134,5 +135,16 @@ extern void bpext_tier_fail(const char *what, int save_errno);
 extern void bpext_tier_check_file(void);
 extern const char *bpext_state_description(BpextState state);
 extern void bpext_wake_worker(void);
+
+/* Microseconds since start, for the read and write timings. */
+static inline uint64
+bpext_microseconds_since(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MICROSEC(now);
+}
 
 #endif							/* BPEXT_H */

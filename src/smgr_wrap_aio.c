@@ -134,16 +134,6 @@ static int	completion_fd = -1;
 /* Where that I/O's zeroes go (never into a buffer). */
 static PGIOAlignedBlock completion_scratch;
 
-static inline uint64
-microseconds_since(instr_time start)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_MICROSEC(now);
-}
-
 static uint32
 bpext_maxcombine(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum)
 {
@@ -208,7 +198,7 @@ start_data_file_read(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 		INSTR_TIME_SET_CURRENT(start);
 	mdstartreadv(ioh, reln, forknum, blocknum, buffers, nblocks);
 	if (timed)
-		elapsed = microseconds_since(start);
+		elapsed = bpext_microseconds_since(start);
 
 	if (tracked)
 		BPEXT_COUNT(data_file_read_calls, 1);
@@ -240,7 +230,8 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 			if (!tier_serve_page(rfile, forknum, blocknum + nserved,
 								 buffers[nserved]))
 				break;
-			bpext_note_buffer_read(buffers[nserved], microseconds_since(start));
+			bpext_note_buffer_read(buffers[nserved],
+								   bpext_microseconds_since(start));
 			nserved++;
 		}
 		if (nserved > 0)

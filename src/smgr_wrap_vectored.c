@@ -66,16 +66,6 @@ BPEXT_ASSERT_WRAPS(bpext_writev, mdwritev);
 BPEXT_ASSERT_WRAPS(bpext_zeroextend, mdzeroextend);
 BPEXT_ASSERT_WRAPS(bpext_prefetch, mdprefetch);
 
-static inline uint64
-microseconds_since(instr_time start)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_MICROSEC(now);
-}
-
 /* Blocks [first, first + nblocks) of the fork are changing in the file. */
 static void
 invalidate_blocks(const BpextRelFile *rfile, ForkNumber forknum,
@@ -141,7 +131,7 @@ bpext_read_from_data_file(SMgrRelation reln, ForkNumber forknum,
 	}
 	else
 		mdreadv(reln, forknum, blocknum, buffers, nblocks);
-	elapsed_us = microseconds_since(start);
+	elapsed_us = bpext_microseconds_since(start);
 
 	if (tracked)
 		BPEXT_COUNT(data_file_read_calls, 1);
@@ -179,7 +169,8 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		INSTR_TIME_SET_CURRENT(start);
 		if (tier_serve_page(rfile, forknum, blocknum + i, buffers[i]))
 		{
-			bpext_note_buffer_read(buffers[i], microseconds_since(start));
+			bpext_note_buffer_read(buffers[i],
+								   bpext_microseconds_since(start));
 			i++;
 			continue;
 		}

@@ -60,16 +60,6 @@ tier_private_page(void)
 	return (char *) TYPEALIGN(TIER_IO_ALIGN, store_space.data);
 }
 
-static inline uint64
-elapsed_us(instr_time start)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_MICROSEC(now);
-}
-
 /*
  * Tier writes, seen as outstanding I/O and as an Extension wait.  See
  * tier_file_write_pages for *incarnation.
@@ -140,7 +130,7 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	still_valid = tier_map_pin_still_valid(slot);
 	tier_map_unpin(slot);
 	if (serving)
-		BPEXT_COUNT(read_time_us, elapsed_us(start));
+		BPEXT_COUNT(read_time_us, bpext_microseconds_since(start));
 
 	/* A slot invalidated while we read it is a plain miss, not damage. */
 	if (!still_valid)
@@ -243,7 +233,7 @@ tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
 		}
 		return;
 	}
-	BPEXT_COUNT(write_time_us, elapsed_us(start));
+	BPEXT_COUNT(write_time_us, bpext_microseconds_since(start));
 	BPEXT_COUNT(page_writes, 1);
 	if (tier_map_publish(ticket, slot, crc, incarnation))
 		BPEXT_COUNT(admitted[source], 1);
@@ -392,7 +382,7 @@ tier_batch_flush(TierBatch *batch)
 								 batch->crcs[i], incarnation))
 				published++;
 	}
-	BPEXT_COUNT(write_time_us, elapsed_us(start));
+	BPEXT_COUNT(write_time_us, bpext_microseconds_since(start));
 	BPEXT_COUNT(admitted[batch->source], published);
 	return published;
 }
