@@ -36,6 +36,9 @@ extern void bpext_fill_read_write_wrappers(BpextSmgrWrappers *wrappers);
 extern void bpext_read_from_data_file(SMgrRelation reln, ForkNumber forknum,
 									  BlockNumber blocknum, void **buffers,
 									  BlockNumber nblocks, bool admit);
+extern void bpext_count_data_file_read(SMgrRelation reln, void **buffers,
+									   BlockNumber nblocks, bool timed,
+									   uint64 elapsed_us);
 #endif
 
 #if BPEXT_SMGR_AIO

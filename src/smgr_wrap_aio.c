@@ -188,29 +188,16 @@ static void
 start_data_file_read(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 					 BlockNumber blocknum, void **buffers, BlockNumber nblocks)
 {
-	bool		tracked = bpext_smgr_tracks(reln);
 	bool		timed = io_method == IOMETHOD_SYNC;
 	instr_time	start;
 	uint64		elapsed = 0;
-	BlockNumber i;
 
 	if (timed)
 		INSTR_TIME_SET_CURRENT(start);
 	mdstartreadv(ioh, reln, forknum, blocknum, buffers, nblocks);
 	if (timed)
 		elapsed = bpext_microseconds_since(start);
-
-	if (tracked)
-		BPEXT_COUNT(data_file_read_calls, 1);
-	for (i = 0; i < nblocks; i++)
-	{
-		if (tracked)
-			bpext_stats_count_read(false);
-		if (timed)
-			bpext_note_buffer_read(buffers[i], elapsed);
-		else
-			bpext_note_buffer_read_untimed(buffers[i]);
-	}
+	bpext_count_data_file_read(reln, buffers, nblocks, timed, elapsed);
 }
 
 static void

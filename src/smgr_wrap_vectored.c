@@ -93,7 +93,6 @@ bpext_read_from_data_file(SMgrRelation reln, ForkNumber forknum,
 	TierAdmitTicket tickets[BPEXT_MAX_MISS_RUN];
 	bool		admitted[BPEXT_MAX_MISS_RUN];
 	bool		any_admitted = false;
-	bool		tracked = bpext_smgr_tracks(reln);
 	instr_time	start;
 	uint64		elapsed_us;
 	BlockNumber i;
@@ -133,16 +132,35 @@ bpext_read_from_data_file(SMgrRelation reln, ForkNumber forknum,
 		mdreadv(reln, forknum, blocknum, buffers, nblocks);
 	elapsed_us = bpext_microseconds_since(start);
 
+	bpext_count_data_file_read(reln, buffers, nblocks, true, elapsed_us);
+	if (any_admitted)
+		for (i = 0; i < nblocks; i++)
+			if (admitted[i])
+				tier_store_page(rfile, forknum, blocknum + i, buffers[i],
+								&tickets[i], BPEXT_SOURCE_READ);
+}
+
+/*
+ * Count one data-file read of nblocks pages into buffers and note, per
+ * buffer, how long it took, or (not timed) that bpext could not see.
+ */
+void
+bpext_count_data_file_read(SMgrRelation reln, void **buffers,
+						   BlockNumber nblocks, bool timed, uint64 elapsed_us)
+{
+	bool		tracked = bpext_smgr_tracks(reln);
+	BlockNumber i;
+
 	if (tracked)
 		BPEXT_COUNT(data_file_read_calls, 1);
 	for (i = 0; i < nblocks; i++)
 	{
 		if (tracked)
 			bpext_stats_count_read(false);
-		bpext_note_buffer_read(buffers[i], elapsed_us);
-		if (any_admitted && admitted[i])
-			tier_store_page(rfile, forknum, blocknum + i, buffers[i],
-							&tickets[i], BPEXT_SOURCE_READ);
+		if (timed)
+			bpext_note_buffer_read(buffers[i], elapsed_us);
+		else
+			bpext_note_buffer_read_untimed(buffers[i]);
 	}
 }
 
