@@ -87,6 +87,7 @@ our @EXPORT = qw(
   bpext_fault
   bpext_faults_injected
   bpext_fault_pids
+  bpext_wait_for_fault_pid
 );
 
 # State numbers of bpext_configuration.state.
@@ -892,6 +893,26 @@ sub bpext_fault_pids
 	my %seen;
 	$seen{$1} = 1 while $text =~ /^(\d+) \Q$name\E /gm;
 	return sort { $a <=> $b } keys %seen;
+}
+
+=pod
+
+=item bpext_wait_for_fault_pid(node, name, pid)
+
+Wait up to 10 s for process pid to hit the fault name (a read held up by
+read_sleep, say); true if it did.
+
+=cut
+
+sub bpext_wait_for_fault_pid
+{
+	my ($node, $name, $pid) = @_;
+	for (1 .. 400)
+	{
+		return 1 if grep { $_ == $pid } bpext_fault_pids($node, $name);
+		usleep(25_000);
+	}
+	return 0;
 }
 
 =pod

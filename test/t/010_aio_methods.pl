@@ -229,14 +229,8 @@ io_combine_limit = 16
 			SELECT count(*) FILTER (WHERE v IS DISTINCT FROM bpext_expected_v(id, ver))
 			       || ',' || count(*) FROM t;
 		});
-		my $stuck = 0;
-		for (1 .. 200)
-		{
-			$stuck = grep { $_ == $reader_pid } bpext_fault_pids($node, 'read_sleep');
-			last if $stuck;
-			usleep(25_000);
-		}
-		ok($stuck, "$name: a scan is in the middle of a tier read");
+		ok(bpext_wait_for_fault_pid($node, 'read_sleep', $reader_pid),
+			"$name: a scan is in the middle of a tier read");
 		cmp_ok($node->safe_psql('postgres', 'SELECT bpext_drop_clean_buffers()'),
 			'>=', $heap_pages / 2,
 			"$name: every page is dropped from the tier meanwhile");

@@ -204,14 +204,8 @@ sub hung_read
 	bpext_fault($node, 'read_sleep', 1, 10000);
 	kill('STOP', $worker) if $stop_worker;
 	$stuck->query_until(qr/reading/, "\\echo reading\nEXECUTE q;\n");
-	my $stuck_seen = 0;
-	for (1 .. 200)
-	{
-		$stuck_seen = grep { $_ == $stuck_pid } bpext_fault_pids($node, 'read_sleep');
-		last if $stuck_seen;
-		usleep(50_000);
-	}
-	ok($stuck_seen, "$name: a session is stuck in a tier read");
+	ok(bpext_wait_for_fault_pid($node, 'read_sleep', $stuck_pid),
+		"$name: a session is stuck in a tier read");
 	usleep(1_500_000);    # past bpext.io_timeout
 	ok(bpext_wait_for_state($node, 'error', 5),
 		"$name: the tier is switched off") unless $stop_worker;
