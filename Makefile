@@ -24,10 +24,11 @@ OBJS = \
 	src/tier_map.o \
 	src/tier_scans.o \
 	src/wait_events.o \
+	src/warm_restart.o \
 	src/worker.o
 
 EXTENSION = bpext
-DATA = bpext--1.0.sql
+DATA = bpext--1.0.sql bpext--1.0--1.1.sql
 PGFILEDESC = "bpext - SSD buffer pool extension"
 
 # The regression and isolation suites run in a temporary instance that

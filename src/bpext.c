@@ -17,7 +17,9 @@
  * Shared memory follows pg_stat_statements' two steps: the request hook
  * asks for the size computed by the same function the startup hook uses,
  * and the startup hook initialises the structures under AddinShmemInitLock
- * the first time (BpextControl in bpext.h, the map in tier_map.c).
+ * the first time (BpextControl in bpext.h, the map in tier_map.c).  In the
+ * postmaster it then decides whether the tier starts warm, before any
+ * other process exists (warm_restart.c).
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -40,6 +42,7 @@
 #include "tier_file.h"
 #include "tier_map.h"
 #include "wait_events.h"
+#include "warm_restart.h"
 #include "worker.h"
 
 PG_MODULE_MAGIC;
@@ -67,6 +70,7 @@ bpext_shmem_size(void)
 	size = add_size(size, bpext_io_watch_shmem_size());
 	size = add_size(size, bpext_descriptors_shmem_size());
 	size = add_size(size, bpext_scan_pool_shmem_size());
+	size = add_size(size, bpext_warm_shmem_size());
 	return size;
 }
 
@@ -97,6 +101,7 @@ bpext_shmem_startup(void)
 		pg_atomic_init_u32(&BpextCtl->map_epoch, 0);
 		pg_atomic_init_u32(&BpextCtl->file_incarnation, 0);
 		pg_atomic_init_u32(&BpextCtl->active_slots, 0);
+		pg_atomic_init_u32(&BpextCtl->warm_loading, 0);
 		BpextCtl->control_lock =
 			&GetNamedLWLockTranche("bpext")[tier_map_lwlock_count()].lock;
 		BpextCtl->max_slots = startup_max_slots;
@@ -107,9 +112,11 @@ bpext_shmem_startup(void)
 	bpext_io_watch_shmem_init(found);
 	bpext_descriptors_shmem_init(found);
 	bpext_scan_pool_shmem_init(found);
+	bpext_warm_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 
 	bpext_register_wait_events();
+	bpext_warm_startup();
 }
 
 void

@@ -8,8 +8,8 @@
  * once by the postmaster.  Its fields fall into three groups, each with its
  * own protocol:
  *
- *	- state, map_epoch and file_incarnation are atomics read without a lock
- *	  on every smgr call; state and file_incarnation are only ever changed
+ *	- state, map_epoch, file_incarnation, active_slots and warm_loading are
+ *	  atomics read without a lock on every smgr call; state and file_incarnation are only ever changed
  *	  by the bpext worker (tier_control.c), which is the one process that
  *	  opens, creates, resizes and closes the tier file.  map_epoch is also
  *	  bumped by bpext_drop_clean_buffers (tier_map_begin_drop).
@@ -69,6 +69,9 @@ typedef struct BpextControl
 	pg_atomic_uint32 file_incarnation;	/* bumped whenever the file is
 										 * (re)opened or replaced */
 	pg_atomic_uint32 active_slots;	/* slots usable now (bpext.size) */
+	pg_atomic_uint32 warm_loading;	/* the worker is loading a saved map
+									 * (warm_restart.c): no slot may be
+									 * allocated */
 
 	/* Protected by control_lock. */
 	LWLock	   *control_lock;
@@ -109,6 +112,7 @@ extern int	bpext_push_interval_ms;
 extern int	bpext_push_lookahead;
 extern int	bpext_io_timeout_ms;
 extern bool bpext_log_events;
+extern bool bpext_warm_restart;
 
 extern void bpext_define_settings(void);
 extern bool bpext_size_fits(int size_mb);
@@ -135,6 +139,7 @@ extern void bpext_tier_fail(const char *what, int save_errno);
 extern void bpext_tier_check_file(void);
 extern const char *bpext_state_description(BpextState state);
 extern void bpext_wake_worker(void);
+extern bool bpext_tier_warm_load_step(void);
 
 /* Microseconds since start, for the read and write timings. */
 static inline uint64

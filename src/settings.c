@@ -34,6 +34,7 @@ int			bpext_push_interval_ms = 10;
 int			bpext_push_lookahead = 0;
 int			bpext_io_timeout_ms = 5000;
 bool		bpext_log_events = false;
+bool		bpext_warm_restart = true;
 
 int			bpext_scan_workers = -1;
 bool		bpext_parallel_scan = true;
@@ -205,6 +206,15 @@ bpext_define_settings(void)
 							 "The equivalent of SQL Server's buffer pool extension extended events, aggregated.",
 							 &bpext_log_events,
 							 false,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bpext.warm_restart",
+							 "Keep the tier's contents across a clean restart.",
+							 "At a clean shutdown the tier map is saved in the tier file; the next start reuses it only if nothing can have changed the data files meanwhile, and starts the tier empty otherwise.",
+							 &bpext_warm_restart,
+							 true,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);

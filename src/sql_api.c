@@ -40,8 +40,10 @@
 #include "bpext.h"
 #include "tier_map.h"
 #include "wait_events.h"
+#include "warm_restart.h"
 
 PG_FUNCTION_INFO_V1(bpext_configuration_1_0);
+PG_FUNCTION_INFO_V1(bpext_configuration_1_1);
 PG_FUNCTION_INFO_V1(bpext_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_stats_reset);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_0);
@@ -61,20 +63,18 @@ bpext_require_preloaded(void)
 				 errhint("Add bpext to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
-Datum
-bpext_configuration_1_0(PG_FUNCTION_ARGS)
+/* The columns bpext_configuration has had since 1.0. */
+#define CONFIGURATION_COLUMNS_1_0	10
+#define CONFIGURATION_COLUMNS_1_1	13
+
+static void
+configuration_values(Datum *values, bool *nulls)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[10];
-	bool		nulls[10] = {0};
 	BpextState	state;
 	char		path[MAXPGPATH];
 	char		last_error[256];
 	TimestampTz last_error_time;
 	uint64		size_bytes;
-
-	bpext_require_preloaded();
-	InitMaterializedSRF(fcinfo, 0);
 
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
 	state = pg_atomic_read_u32(&BpextCtl->state);
@@ -103,7 +103,43 @@ bpext_configuration_1_0(PG_FUNCTION_ARGS)
 	}
 	else
 		nulls[8] = nulls[9] = true;
+}
 
+Datum
+bpext_configuration_1_0(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[CONFIGURATION_COLUMNS_1_0];
+	bool		nulls[CONFIGURATION_COLUMNS_1_0] = {0};
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	configuration_values(values, nulls);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/* 1.1 adds how the tier started (warm_restart.c). */
+Datum
+bpext_configuration_1_1(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[CONFIGURATION_COLUMNS_1_1];
+	bool		nulls[CONFIGURATION_COLUMNS_1_1] = {0};
+	BpextStartMode mode;
+	char		reason[256];
+	uint64		pages_reused;
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	configuration_values(values, nulls);
+	bpext_warm_status(&mode, reason, sizeof(reason), &pages_reused);
+	values[10] = CStringGetTextDatum(mode == BPEXT_START_WARM ? "warm" : "cold");
+	if (mode == BPEXT_START_COLD && reason[0])
+		values[11] = CStringGetTextDatum(reason);
+	else
+		nulls[11] = true;
+	values[12] = Int64GetDatum((int64) pages_reused);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }

@@ -37,6 +37,7 @@
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
+#include "warm_restart.h"
 
 /* The worker's hold on the file while the tier is enabled. */
 static int	worker_fd = -1;
@@ -119,6 +120,7 @@ bpext_tier_fail(const char *what, int save_errno)
 static void
 release_tier(void)
 {
+	bpext_warm_abandon("the tier was switched off during the load of the saved map");
 	tier_map_clear();
 	tier_map_set_active_slots(0);
 	if (worker_fd >= 0)
@@ -182,6 +184,68 @@ wanted_slots(void)
 	return (uint32) nslots;
 }
 
+/*
+ * Make fd, holding nslots slots, the tier's file: publish its identity,
+ * and start a new file incarnation and map epoch, so that a store that took
+ * its ticket before now, and whose write may still be under way through a
+ * descriptor of the previous file, can no longer publish (tier_map_publish
+ * checks both).
+ */
+static void
+take_file(int fd, const char *path, uint32 nslots, uint64 dev, uint64 ino)
+{
+	worker_fd = fd;
+	worker_nslots = nslots;
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	strlcpy(BpextCtl->path, path, sizeof(BpextCtl->path));
+	BpextCtl->size_bytes = TIER_FILE_SIZE(nslots);
+	BpextCtl->file_dev = dev;
+	BpextCtl->file_ino = ino;
+	LWLockRelease(BpextCtl->control_lock);
+
+	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
+	tier_map_begin_drop();
+}
+
+/*
+ * A warm start (warm_restart.c): take the tier file over as the postmaster
+ * checked it, with the saved map still after its last slot, and start
+ * loading that map.  False if the file is no longer what the postmaster
+ * checked; the saved map is then given up and the tier starts cold.
+ */
+static bool
+enable_tier_warm(const char *path, uint32 nslots)
+{
+	char		err[512];
+	uint32		saved_nslots;
+	uint64		dev;
+	uint64		ino;
+	int			fd;
+
+	fd = bpext_warm_open(&saved_nslots, err, sizeof(err));
+	if (fd < 0 || !tier_file_identity(fd, &dev, &ino))
+	{
+		if (fd >= 0)
+		{
+			snprintf(err, sizeof(err), "could not stat \"%s\": %m", path);
+			close(fd);
+		}
+		bpext_warm_abandon(err);
+		return false;
+	}
+	take_file(fd, path, saved_nslots, dev, ino);
+
+	/* Slots stay closed to new pages until every saved one is loaded. */
+	pg_atomic_write_u32(&BpextCtl->warm_loading, 1);
+	tier_map_set_active_slots(Min(saved_nslots, nslots));
+	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLED);
+	ereport(LOG,
+			(errmsg("bpext tier enabled: \"%s\", %llu MB, loading the saved map",
+					path, (unsigned long long) (TIER_FILE_SIZE(saved_nslots) >> 20))));
+	bpext_warm_begin_load(fd);
+	return true;
+}
+
 static void
 enable_tier(const char *path, uint32 nslots)
 {
@@ -191,6 +255,8 @@ enable_tier(const char *path, uint32 nslots)
 	uint64		ino;
 
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLING);
+	if (bpext_warm_load_pending(path) && enable_tier_warm(path, nslots))
+		return;
 	fd = tier_file_open(path, nslots, err, sizeof(err));
 	if (fd < 0)
 	{
@@ -212,23 +278,8 @@ enable_tier(const char *path, uint32 nslots)
 		pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ERROR);
 		return;
 	}
-	worker_fd = fd;
-	worker_nslots = nslots;
-	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
-	strlcpy(BpextCtl->path, path, sizeof(BpextCtl->path));
-	BpextCtl->size_bytes = TIER_FILE_SIZE(nslots);
-	BpextCtl->file_dev = dev;
-	BpextCtl->file_ino = ino;
-	LWLockRelease(BpextCtl->control_lock);
-
-	/*
-	 * A new file, then a new epoch: a store that took its ticket before
-	 * now, and whose write may still be under way through a descriptor of
-	 * the previous file, can no longer publish (tier_map_publish checks
-	 * both).  Only then may the map take pages.
-	 */
-	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
-	tier_map_begin_drop();
+	/* A new file, then a new epoch; only then may the map take pages. */
+	take_file(fd, path, nslots, dev, ino);
 	tier_map_set_active_slots(nslots);
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLED);
 	ereport(LOG,
@@ -273,9 +324,14 @@ bpext_apply_configuration(void)
 {
 	BpextState	state = pg_atomic_read_u32(&BpextCtl->state);
 	const char *path = bpext_path ? bpext_path : "";
-	uint32		nslots = wanted_slots();
+	uint32		nslots;
 	bool		path_changed;
 
+	/* The end of a warm start's load applies what changed meanwhile. */
+	if (pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
+		return;
+
+	nslots = wanted_slots();
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
 	path_changed = strcmp(BpextCtl->path, path) != 0;
 	LWLockRelease(BpextCtl->control_lock);
@@ -343,4 +399,29 @@ bpext_tier_check_file(void)
 		bpext_tier_fail(err, 0);
 		release_tier();
 	}
+}
+
+/*
+ * From the worker's loop: load the next part of a saved map.  Once it is
+ * all in (or given up), cut the saved map off the end of the file, open
+ * the slots to new pages, and bring the file to the size bpext.size asks
+ * for (configuration changes wait for the load).  Returns whether a load
+ * is still under way.
+ */
+bool
+bpext_tier_warm_load_step(void)
+{
+	if (pg_atomic_read_u32(&BpextCtl->warm_loading) == 0)
+		return false;
+	if (worker_fd >= 0 && bpext_warm_load_step(worker_fd))
+		return true;
+
+	if (worker_fd >= 0 &&
+		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED &&
+		ftruncate(worker_fd, TIER_FILE_SIZE(worker_nslots)) != 0)
+		bpext_tier_fail("could not remove the saved map from the tier file",
+						errno);
+	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
+	bpext_apply_configuration();
+	return false;
 }

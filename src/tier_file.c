@@ -138,6 +138,17 @@ cut_to(int fd, off_t size)
 static bool
 check_existing(int fd, const char *path, char *err, size_t errlen)
 {
+	return tier_file_check_ours(fd, path, NULL, err, errlen);
+}
+
+/*
+ * Is the open file one of this cluster's tier files?  Sets *nslots (if
+ * not NULL) to the slot count its header gives.
+ */
+bool
+tier_file_check_ours(int fd, const char *path, uint32 *nslots, char *err,
+					 size_t errlen)
+{
 	char	   *page = bounce_page();
 	TierFileHeader *hdr = (TierFileHeader *) page;
 	struct stat st;
@@ -181,7 +192,101 @@ check_existing(int fd, const char *path, char *err, size_t errlen)
 				 path, hdr->system_identifier);
 		return false;
 	}
+	if (nslots != NULL)
+	{
+		/* Only a warm start relies on the slot count. */
+		if (header_crc(hdr) != hdr->crc)
+		{
+			snprintf(err, errlen, "the header of \"%s\" is damaged", path);
+			return false;
+		}
+		*nslots = hdr->nslots;
+	}
 	return true;
+}
+
+static pg_crc32c
+warm_crc(const TierWarmHeader *warm)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, warm, offsetof(TierWarmHeader, crc));
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/*
+ * Read the saved-map description from the header block.  False if there
+ * is none, or it is damaged (a torn write): both mean no saved map.
+ */
+bool
+tier_file_read_warm(int fd, TierWarmHeader *warm)
+{
+	if (pread(fd, warm, sizeof(*warm), TIER_WARM_OFFSET) != sizeof(*warm))
+		return false;
+	return memcmp(warm->magic, TIER_WARM_MAGIC, sizeof(warm->magic)) == 0 &&
+		warm->version == TIER_WARM_VERSION && warm_crc(warm) == warm->crc;
+}
+
+/* Write it, durably.  False with errno set on failure. */
+bool
+tier_file_write_warm(int fd, TierWarmHeader *warm)
+{
+	memcpy(warm->magic, TIER_WARM_MAGIC, sizeof(warm->magic));
+	warm->version = TIER_WARM_VERSION;
+	warm->crc = warm_crc(warm);
+	if (pwrite(fd, warm, sizeof(*warm), TIER_WARM_OFFSET) != sizeof(*warm))
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		return false;
+	}
+	return fdatasync(fd) == 0;
+}
+
+/*
+ * The worker's side of a warm start: open the tier file the postmaster
+ * took the saved map from, as it is (no truncation), and lock it.  It must
+ * be the same file (dev, ino) and still carry the nonce the postmaster
+ * wrote when it took the map: a server that used the file since would
+ * have rewritten the header.  Returns the descriptor, or -1 and a message.
+ */
+int
+tier_file_reopen(const char *path, uint64 dev, uint64 ino, uint64 nonce,
+				 char *err, size_t errlen)
+{
+	TierWarmHeader warm;
+	uint64		got_dev;
+	uint64		got_ino;
+	int			fd;
+
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+	{
+		snprintf(err, errlen, "could not open \"%s\": %m", path);
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+	{
+		snprintf(err, errlen, "\"%s\" is in use by another server", path);
+		close(fd);
+		return -1;
+	}
+	if (!tier_file_identity(fd, &got_dev, &got_ino) ||
+		got_dev != dev || got_ino != ino)
+	{
+		snprintf(err, errlen, "\"%s\" was replaced after the server started", path);
+		close(fd);
+		return -1;
+	}
+	if (!tier_file_read_warm(fd, &warm) || warm.nonce != nonce)
+	{
+		snprintf(err, errlen, "\"%s\" was rewritten after the server started", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /*

@@ -12,9 +12,41 @@
 
 #include <sys/types.h>
 
+#include "port/pg_crc32c.h"
+
 /* The first BLCKSZ bytes of the file are its header; slot i follows. */
 #define TIER_SLOT_OFFSET(slot)	((off_t) BLCKSZ * ((off_t) (slot) + 1))
 #define TIER_FILE_SIZE(nslots)	TIER_SLOT_OFFSET(nslots)
+
+/*
+ * Warm restart: the header block also holds, after the file header, the
+ * description of the tier map saved at the last clean shutdown, which
+ * lives after the last slot (warm_restart.c says how it is used).
+ */
+#define TIER_WARM_MAGIC			"BPEXWARM"
+#define TIER_WARM_VERSION		1
+#define TIER_WARM_OFFSET		512
+
+typedef struct TierWarmHeader
+{
+	char		magic[8];
+	uint32		version;		/* TIER_WARM_VERSION */
+	uint32		saved;			/* a saved map waits to be used */
+	uint32		pg_major;		/* PG_VERSION_NUM / 100 of the saver */
+	uint32		timeline;		/* pg_control's at the save */
+	uint64		system_identifier;
+	uint64		checkpoint;		/* pg_control's checkPoint at the save */
+	uint32		control_crc;	/* pg_control's own CRC at the save */
+	uint32		nslots;			/* slots of the file at the save */
+	uint64		token;			/* also in the data directory */
+	uint64		nonce;			/* set when a start takes the map */
+	uint64		npages;			/* pages saved */
+	uint32		nrels;			/* relation forks saved */
+	uint32		rels_crc;		/* of the relation table */
+	uint64		pages_offset;	/* where the page chunks start */
+	uint64		rels_offset;	/* where the relation table starts */
+	pg_crc32c	crc;			/* of the fields above */
+} TierWarmHeader;
 
 /* Alignment for O_DIRECT I/O buffers. */
 #define TIER_IO_ALIGN			4096
@@ -28,6 +60,14 @@ extern bool tier_file_identity(int fd, uint64 *dev, uint64 *ino);
 extern bool tier_file_is(const char *path, uint64 dev, uint64 ino);
 extern bool tier_file_still_ours(int fd, const char *path, uint32 nslots,
 								 char *err, size_t errlen);
+
+/* Warm restart. */
+extern bool tier_file_check_ours(int fd, const char *path, uint32 *nslots,
+								 char *err, size_t errlen);
+extern bool tier_file_read_warm(int fd, TierWarmHeader *warm);
+extern bool tier_file_write_warm(int fd, TierWarmHeader *warm);
+extern int	tier_file_reopen(const char *path, uint64 dev, uint64 ino,
+							 uint64 nonce, char *err, size_t errlen);
 
 /* Every process's side: page I/O through its own descriptor. */
 extern bool tier_file_ready(void);

@@ -63,6 +63,7 @@
 #include <time.h>
 
 #include "common/hashfn.h"
+#include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -112,6 +113,8 @@ typedef struct TierRel
 	pg_atomic_uint32 refcount;
 	pg_atomic_uint32 nblocks_hint;	/* 1 + highest block ever admitted */
 	uint32		next;			/* rel hash chain, or free list */
+	bool		warm_held;		/* held for a warm-restart load */
+	uint32		warm_generation;	/* its generation when it was held */
 } TierRel;
 
 /* An atomic on a cache line of its own, away from read-mostly fields. */
@@ -163,6 +166,10 @@ typedef struct TierRelKey
 static TierMap *Map = NULL;
 
 static uint32 rel_nblocks_hint(uint32 rel);
+static uint32 rel_insert_locked(uint32 b, const BpextRelFile *rfile,
+								ForkNumber fork);
+static bool publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
+						 uint32 file_incarnation);
 static bool slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket);
 static void slot_release_owned(uint32 slot);
 static void rel_release(uint32 rel);
@@ -514,6 +521,33 @@ rel_find_locked(uint32 bucket, const BpextRelFile *rfile, ForkNumber fork)
 }
 
 /*
+ * Make a new entry for the relation fork, with one reference, in rel hash
+ * bucket b.  The caller holds rel_lock exclusive (or is the postmaster,
+ * alone, see tier_map_warm_hold).  TIER_INVALID_INDEX if the table is full.
+ */
+static uint32
+rel_insert_locked(uint32 b, const BpextRelFile *rfile, ForkNumber fork)
+{
+	uint32		rel = Map->rel_free;
+	TierRel    *r;
+
+	if (rel == TIER_INVALID_INDEX)
+		return rel;
+	r = &Map->rels[rel];
+	Map->rel_free = r->next;
+	r->rfile = *rfile;
+	r->fork = fork;
+	pg_atomic_write_u32(&r->generation,
+						pg_atomic_fetch_add_u32(&Map->next_generation.value, 1));
+	pg_atomic_write_u32(&r->refcount, 1);
+	pg_atomic_write_u32(&r->nblocks_hint, 0);
+	r->warm_held = false;
+	r->next = Map->rel_buckets[b];
+	Map->rel_buckets[b] = rel;
+	return rel;
+}
+
+/*
  * Find the relation's entry, optionally creating it, and take a reference.
  * Returns TIER_INVALID_INDEX if it does not exist and create is false, or if
  * the table is full.  Finding takes rel_lock shared (references may be
@@ -538,22 +572,8 @@ rel_acquire(const BpextRelFile *rfile, ForkNumber fork, bool create)
 	rel = rel_find_locked(b, rfile, fork);
 	if (rel != TIER_INVALID_INDEX)
 		pg_atomic_fetch_add_u32(&Map->rels[rel].refcount, 1);
-	else if (Map->rel_free != TIER_INVALID_INDEX)
-	{
-		TierRel    *r;
-
-		rel = Map->rel_free;
-		r = &Map->rels[rel];
-		Map->rel_free = r->next;
-		r->rfile = *rfile;
-		r->fork = fork;
-		pg_atomic_write_u32(&r->generation,
-							pg_atomic_fetch_add_u32(&Map->next_generation.value, 1));
-		pg_atomic_write_u32(&r->refcount, 1);
-		pg_atomic_write_u32(&r->nblocks_hint, 0);
-		r->next = Map->rel_buckets[b];
-		Map->rel_buckets[b] = rel;
-	}
+	else
+		rel = rel_insert_locked(b, rfile, fork);
 	LWLockRelease(Map->rel_lock);
 	return rel;
 }
@@ -687,7 +707,12 @@ tier_map_alloc_slot(void)
 	uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
 	uint64		tries;
 
-	if (nslots == 0)
+	/*
+	 * While a warm restart loads the saved map, every slot not yet loaded
+	 * still holds a saved page that is about to be published: none may be
+	 * taken.
+	 */
+	if (nslots == 0 || pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
 		return TIER_INVALID_INDEX;
 
 	for (tries = 0; tries < Min((uint64) nslots * 4, ALLOC_MAX_TRIES); tries++)
@@ -837,6 +862,17 @@ bool
 tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 				 uint32 file_incarnation)
 {
+	bool		published = publish_slot(ticket, slot, crc, file_incarnation);
+
+	if (!published)
+		BPEXT_COUNT(publish_races, 1);
+	return published;
+}
+
+static bool
+publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
+			 uint32 file_incarnation)
+{
 	TierSlot   *s = &Map->slots[slot];
 	uint32		bucket = bucket_of(ticket->hash);
 	LWLock	   *lock = partition_lock(bucket);
@@ -876,7 +912,6 @@ tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 		LWLockRelease(lock);
 		tier_map_free_slot(slot);
 		tier_map_cancel_admit(ticket);
-		BPEXT_COUNT(publish_races, 1);
 		return false;
 	}
 
@@ -1325,6 +1360,7 @@ tier_map_foreach_piece(uint32 piece,
 			if (!slot_is_current(s))
 				continue;
 			info.slot = cur;
+			info.rel = s->rel;
 			info.rfile = r->rfile;
 			info.fork = r->fork;
 			info.block = s->block;
@@ -1346,4 +1382,156 @@ tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg), void *arg)
 
 	for (piece = 0; piece < tier_map_pieces(); piece++)
 		tier_map_foreach_piece(piece, fn, arg);
+}
+
+/* ---------------------------------------------------------------------
+ * Warm restart (warm_restart.c)
+ *
+ * The map saved at a clean shutdown is loaded in two steps.  The
+ * postmaster, before it starts any other process, creates and holds the
+ * entry of every relation fork the saved map names (tier_map_warm_hold),
+ * so that from then on every invalidation that reaches one of them
+ * (truncation, unlink, DROP DATABASE) bumps a generation or a write
+ * counter that the loader will see.  The bpext worker then publishes the
+ * saved pages (tier_map_warm_publish) as if each had been admitted with a
+ * ticket taken at that moment in the postmaster: the held generation, and
+ * a write counter of zero, which is what every counter was when shared
+ * memory was made.  A page written, truncated or unlinked since is
+ * therefore never published.  Slot allocation stays closed while the
+ * load runs (BpextCtl->warm_loading), because every slot still to be
+ * loaded holds a saved page.
+ * ---------------------------------------------------------------------
+ */
+
+uint32
+tier_map_rel_capacity(void)
+{
+	return Map->nrels;
+}
+
+/*
+ * The shutdown save walks the map in the postmaster, once every other
+ * process has exited: there is nobody to lock against, and the postmaster
+ * may not take LWLocks.  Calls fn for every current page.
+ */
+void
+tier_map_foreach_at_exit(void (*fn) (const TierPageInfo *info, void *arg),
+						 void *arg)
+{
+	uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
+	uint32		slot;
+
+	for (slot = 0; slot < nslots && slot < Map->max_slots; slot++)
+	{
+		TierSlot   *s = &Map->slots[slot];
+		TierRel    *r;
+		TierPageInfo info;
+
+		if (!(pg_atomic_read_u32(&s->state) & SLOT_HASHED) ||
+			s->rel == TIER_INVALID_INDEX || !slot_is_current(s))
+			continue;
+		r = &Map->rels[s->rel];
+		memset(&info, 0, sizeof(info));
+		info.slot = slot;
+		info.rel = s->rel;
+		info.rfile = r->rfile;
+		info.fork = r->fork;
+		info.block = s->block;
+		info.crc = s->crc;
+		fn(&info, arg);
+	}
+}
+
+/*
+ * In the postmaster, while it is the only process attached (no locks):
+ * create the entry of a relation fork the saved map holds pages of, with
+ * blocks up to nblocks, and hold it until the load is over.  False if the
+ * relation table is full (its pages are then not loaded).
+ */
+bool
+tier_map_warm_hold(const BpextRelFile *rfile, ForkNumber fork,
+				   BlockNumber nblocks)
+{
+	uint32		b = rel_hash(rfile, fork) & (Map->rel_nbuckets - 1);
+	uint32		rel;
+	TierRel    *r;
+
+	Assert(!IsUnderPostmaster);
+	if (rel_find_locked(b, rfile, fork) != TIER_INVALID_INDEX)
+		return true;			/* named twice; the first hold stands */
+	rel = rel_insert_locked(b, rfile, fork);
+	if (rel == TIER_INVALID_INDEX)
+		return false;
+	r = &Map->rels[rel];
+	pg_atomic_write_u32(&r->nblocks_hint, nblocks);
+	r->warm_generation = pg_atomic_read_u32(&r->generation);
+	r->warm_held = true;
+	return true;
+}
+
+/* The held entry of a saved relation fork, or TIER_INVALID_INDEX. */
+uint32
+tier_map_warm_find(const BpextRelFile *rfile, ForkNumber fork)
+{
+	uint32		b = rel_hash(rfile, fork) & (Map->rel_nbuckets - 1);
+	uint32		rel;
+
+	LWLockAcquire(Map->rel_lock, LW_SHARED);
+	rel = rel_find_locked(b, rfile, fork);
+	LWLockRelease(Map->rel_lock);
+	if (rel != TIER_INVALID_INDEX && !Map->rels[rel].warm_held)
+		rel = TIER_INVALID_INDEX;
+	return rel;
+}
+
+/*
+ * Publish one saved page into the slot that holds it in the tier file,
+ * unless the slot is taken or the page changed since the postmaster held
+ * its relation.  rel is a held entry (tier_map_warm_find).  Only the
+ * worker, while warm_loading is set, calls this.
+ */
+bool
+tier_map_warm_publish(uint32 rel, uint32 slot, BlockNumber block,
+					  pg_crc32c crc, uint32 map_epoch, uint32 file_incarnation)
+{
+	TierSlot   *s = &Map->slots[slot];
+	TierRel    *r = &Map->rels[rel];
+	TierAdmitTicket ticket;
+	uint32		free_state = 0;
+
+	Assert(r->warm_held);
+	if (slot >= Map->max_slots ||
+		!pg_atomic_compare_exchange_u32(&s->state, &free_state, SLOT_FILLING))
+		return false;
+
+	/* The ticket's reference passes to the slot if it is published. */
+	pg_atomic_fetch_add_u32(&r->refcount, 1);
+	ticket.rel = rel;
+	ticket.block = block;
+	ticket.hash = page_hash(&r->rfile, r->fork, block);
+	ticket.map_epoch = map_epoch;
+	ticket.rel_generation = r->warm_generation;
+	ticket.write_generation = 0;
+	return publish_slot(&ticket, slot, crc, file_incarnation);
+}
+
+/*
+ * The load is over (done, abandoned or cut short): drop every hold.  Only
+ * the worker calls this; holds are only ever made by the postmaster before
+ * the worker exists.
+ */
+void
+tier_map_warm_release_holds(void)
+{
+	uint32		rel;
+
+	for (rel = 0; rel < Map->nrels; rel++)
+	{
+		TierRel    *r = &Map->rels[rel];
+
+		if (!r->warm_held)
+			continue;
+		r->warm_held = false;
+		rel_release(rel);
+	}
 }

@@ -82,6 +82,7 @@ extern uint32 tier_map_unhash_piece(uint32 piece, bool dead_only);
 typedef struct TierPageInfo
 {
 	uint32		slot;
+	uint32		rel;			/* index of its relation entry */
 	BpextRelFile rfile;
 	ForkNumber	fork;
 	BlockNumber block;
@@ -99,6 +100,19 @@ extern void tier_map_foreach_piece(uint32 piece,
 extern void tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg),
 							 void *arg);
 extern Size tier_map_bytes_per_slot(void);
+
+/* Warm restart (warm_restart.c). */
+extern uint32 tier_map_rel_capacity(void);
+extern void tier_map_foreach_at_exit(void (*fn) (const TierPageInfo *info,
+												 void *arg),
+									 void *arg);
+extern bool tier_map_warm_hold(const BpextRelFile *rfile, ForkNumber fork,
+							   BlockNumber nblocks);
+extern uint32 tier_map_warm_find(const BpextRelFile *rfile, ForkNumber fork);
+extern bool tier_map_warm_publish(uint32 rel, uint32 slot, BlockNumber block,
+								  pg_crc32c crc, uint32 map_epoch,
+								  uint32 file_incarnation);
+extern void tier_map_warm_release_holds(void);
 
 /* Checksum of a slot's content: the page and the identity it belongs to. */
 extern pg_crc32c tier_page_crc(const BpextRelFile *rfile, ForkNumber fork,

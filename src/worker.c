@@ -41,6 +41,7 @@
 #include "tier_map.h"
 #include "tier_scans.h"
 #include "wait_events.h"
+#include "warm_restart.h"
 #include "worker.h"
 
 /* How often the worker checks that the tier file is still there. */
@@ -108,6 +109,7 @@ forget_previous_worker(void)
 {
 	if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_DISABLED)
 		return;
+	bpext_warm_abandon("the bpext worker restarted during the load of the saved map");
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLING);
 	tier_map_clear();
 	tier_map_set_active_slots(0);
@@ -175,6 +177,7 @@ bpext_worker_main(Datum main_arg)
 	{
 		TimestampTz now;
 		int			pushed;
+		bool		loading;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -207,11 +210,14 @@ bpext_worker_main(Datum main_arg)
 		if (BpextCtl->nsweeps > 0)
 			bpext_run_requested_sweeps();
 
+		/* A warm start's saved map, a piece per round, without sleeping. */
+		loading = bpext_tier_warm_load_step();
+
 		pushed = bpext_push_round();
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 pushed > 0 ? 1 : bpext_push_interval_ms,
+						 loading ? 0 : pushed > 0 ? 1 : bpext_push_interval_ms,
 						 BPEXT_WAIT_EVENT(BPEXT_WAIT_WORKER_MAIN));
 		ResetLatch(MyLatch);
 	}

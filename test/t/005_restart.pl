@@ -22,8 +22,9 @@ use Time::HiRes qw(usleep);
 my $nrows = 100000;    # about 23MB: larger than shared_buffers (16MB)
 my $nbuffers = 2048;   # shared_buffers in pages
 
+# Warm restarts are 011_warm_restart's: here every start is cold.
 my $node = bpext_init_node('main', tier_size => '256MB',
-	conf => "restart_after_crash = on\n");
+	conf => "restart_after_crash = on\nbpext.warm_restart = off\n");
 my $path = bpext_tier_path($node);
 $node->start;
 bpext_setup($node);

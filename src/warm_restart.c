@@ -1,0 +1,1005 @@
+/*-------------------------------------------------------------------------
+ *
+ * warm_restart.c
+ *	  Keeping the tier's contents across a clean restart: the map is saved
+ *	  into the tier file when the postmaster exits after a clean shutdown,
+ *	  and reused at the next start only when nothing can have changed the
+ *	  data files in between.
+ *
+ * Saving.  When the postmaster exits (before_shmem_exit, registered by
+ * bpext_warm_startup) every other process has exited, so the map can be
+ * read without locks and nothing changes a data file any more.  If
+ * pg_control says the cluster shut down cleanly (as a primary or as a
+ * standby), the postmaster writes every current page's slot, block and
+ * CRC after the last slot of the tier file, in CRC-checked chunks,
+ * followed by the table of relation forks they belong to, fsyncs it,
+ * writes a fresh random token into the data directory (WARM_TOKEN_FILE),
+ * and last writes the description of the saved map into the file's
+ * header block (TierWarmHeader: the system identifier, timeline,
+ * checkpoint and CRC of pg_control, the major version, the token).  A
+ * crash anywhere before that last write leaves no usable map.  Pages of
+ * relations that have an init fork (unlogged relations) are not saved:
+ * their files are rebuilt from the init fork behind the storage manager
+ * whenever the next start goes through recovery.
+ *
+ * Deciding.  At the next start, the postmaster decides before it forks
+ * any process (bpext_warm_startup, from the shmem startup hook), so
+ * before recovery, a standby's replay or any backend can touch a data
+ * file.  It reuses the map only if pg_control still is exactly what it
+ * was at the save (clean shutdown, same checkpoint, timeline, system
+ * identifier and CRC: pg_rewind, pg_resetwal, pg_checksums, a restored
+ * base backup or a crash all change it), the major version and format
+ * are the same, and the data directory's token matches the header's (a
+ * copied-back or replaced data directory has none, or an old one).  It
+ * then consumes the saved map, durably, before anything is served: the
+ * header is marked taken (with a nonce the worker checks) and the token
+ * file removed, so two servers started from copies of one stopped data
+ * directory cannot both trust it, and a later crash starts cold.  Any
+ * doubt means a cold start and one LOG line; nothing here can fail the
+ * server's start.
+ *
+ * Loading.  The postmaster only holds the saved relation forks' entries
+ * in the map (tier_map_warm_hold); the bpext worker publishes the saved
+ * pages in the background (bpext_warm_load_step), checking each chunk's
+ * CRC first.  tier_map.c explains why a page changed after the decision
+ * is never published.  The tier serves what is loaded from the start;
+ * new pages wait until the load is over.  A damaged chunk drops what was
+ * loaded: the tier then starts cold.
+ *
+ * Locking: the WarmState fields are written by the postmaster before any
+ * other process exists and afterwards by the worker alone; the views read
+ * mode and reason under control_lock, pages_reused is atomic.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "access/xlog_internal.h"
+#include "access/xlogdefs.h"
+#include "catalog/pg_control.h"
+#include "miscadmin.h"
+#include "port/pg_crc32c.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "bpext.h"
+#include "tier_file.h"
+#include "tier_map.h"
+#include "warm_restart.h"
+
+/* In the data directory: ties a saved map to the directory it was saved in. */
+#define WARM_TOKEN_FILE			"bpext_warm_token"
+#define WARM_TOKEN_TEMP_FILE	"bpext_warm_token.tmp"
+
+/* Pages per CRC-checked chunk of the saved map, and chunks per load step. */
+#define WARM_CHUNK_PAGES		4096
+#define WARM_CHUNKS_PER_STEP	16
+
+/* A saved map, as it lies after the last slot of the tier file. */
+typedef struct SavedPage
+{
+	uint32		slot;
+	uint32		rel;			/* index into the saved relation table */
+	BlockNumber block;
+	pg_crc32c	crc;
+} SavedPage;
+
+typedef struct SavedChunkHeader
+{
+	uint32		npages;
+	pg_crc32c	crc;			/* of npages and the pages */
+} SavedChunkHeader;
+
+typedef struct SavedRel
+{
+	BpextRelFile rfile;
+	int32		fork;
+	BlockNumber nblocks;		/* 1 + highest block saved */
+} SavedRel;
+
+typedef struct WarmState
+{
+	/* How the tier started; under control_lock once others may read it. */
+	BpextStartMode mode;
+	char		reason[256];	/* why cold */
+	pg_atomic_uint64 pages_reused;
+
+	/* A load the postmaster prepared for the worker. */
+	bool		load_pending;
+	char		path[MAXPGPATH];
+	uint64		dev;
+	uint64		ino;
+	uint64		nonce;
+	uint64		npages;
+	uint64		pages_offset;
+	uint64		rels_offset;
+	uint32		nrels;
+
+	/* The worker's progress. */
+	uint64		pages_read;
+	uint64		next_offset;
+	uint32		map_epoch;
+	uint32		file_incarnation;
+	TimestampTz load_started;
+} WarmState;
+
+static WarmState *Warm = NULL;
+
+/* The worker's map from saved relation index to map entry. */
+static uint32 *loaded_rels = NULL;
+static SavedPage *chunk_pages = NULL;
+
+static const char *
+db_state_name(DBState state)
+{
+	switch (state)
+	{
+		case DB_STARTUP:
+			return "starting up";
+		case DB_SHUTDOWNED:
+			return "shut down";
+		case DB_SHUTDOWNED_IN_RECOVERY:
+			return "shut down in recovery";
+		case DB_SHUTDOWNING:
+			return "shutting down";
+		case DB_IN_CRASH_RECOVERY:
+			return "in crash recovery";
+		case DB_IN_ARCHIVE_RECOVERY:
+			return "in archive recovery";
+		case DB_IN_PRODUCTION:
+			return "in production";
+	}
+	return "unknown";
+}
+
+Size
+bpext_warm_shmem_size(void)
+{
+	return MAXALIGN(sizeof(WarmState));
+}
+
+void
+bpext_warm_shmem_init(bool found)
+{
+	Warm = ShmemInitStruct("bpext warm restart", sizeof(WarmState), &found);
+	if (found)
+		return;
+	memset(Warm, 0, sizeof(WarmState));
+	Warm->mode = BPEXT_START_COLD;
+	pg_atomic_init_u64(&Warm->pages_reused, 0);
+}
+
+/* ---------------------------------------------------------------------
+ * pg_control and the token, read and written without raising errors
+ * ---------------------------------------------------------------------
+ */
+
+/* Read pg_control; false if it cannot be read or its CRC is wrong. */
+static bool
+read_control_file(ControlFileData *control)
+{
+	int			fd = open(XLOG_CONTROL_FILE, O_RDONLY | PG_BINARY, 0);
+	pg_crc32c	crc;
+	ssize_t		n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, control, sizeof(ControlFileData));
+	close(fd);
+	if (n != sizeof(ControlFileData))
+		return false;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, control, offsetof(ControlFileData, crc));
+	FIN_CRC32C(crc);
+	return EQ_CRC32C(crc, control->crc);
+}
+
+static bool
+clean_shutdown(const ControlFileData *control)
+{
+	return control->state == DB_SHUTDOWNED ||
+		control->state == DB_SHUTDOWNED_IN_RECOVERY;
+}
+
+static bool
+read_token(uint64 *token)
+{
+	char		buf[64];
+	int			fd = open(WARM_TOKEN_FILE, O_RDONLY, 0);
+	ssize_t		n;
+	char	   *end;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	errno = 0;
+	*token = strtou64(buf, &end, 16);
+	return errno == 0 && end != buf && (*end == '\n' || *end == '\0');
+}
+
+static bool
+fsync_data_directory(void)
+{
+	int			fd = open(".", O_RDONLY, 0);
+	bool		ok;
+
+	if (fd < 0)
+		return false;
+	ok = fsync(fd) == 0;
+	close(fd);
+	return ok;
+}
+
+/* Write the token into the data directory, durably. */
+static bool
+write_token(uint64 token)
+{
+	char		buf[64];
+	int			len = snprintf(buf, sizeof(buf), "%016llx\n",
+							   (unsigned long long) token);
+	int			fd;
+	bool		ok;
+
+	fd = open(WARM_TOKEN_TEMP_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW,
+			  S_IRUSR | S_IWUSR);
+	if (fd < 0)
+		return false;
+	ok = write(fd, buf, len) == len && fsync(fd) == 0;
+	if (close(fd) != 0)
+		ok = false;
+	if (ok)
+		ok = rename(WARM_TOKEN_TEMP_FILE, WARM_TOKEN_FILE) == 0;
+	if (!ok)
+	{
+		(void) unlink(WARM_TOKEN_TEMP_FILE);
+		return false;
+	}
+	return fsync_data_directory();
+}
+
+/* Remove the token, durably; true if there is none left. */
+static bool
+remove_token(void)
+{
+	if (unlink(WARM_TOKEN_FILE) != 0)
+		return errno == ENOENT;
+	return fsync_data_directory();
+}
+
+/* ---------------------------------------------------------------------
+ * Saving, in the postmaster once every other process has exited
+ * ---------------------------------------------------------------------
+ */
+
+#define REL_UNSEEN		PG_UINT32_MAX
+#define REL_SKIPPED		(PG_UINT32_MAX - 1)
+
+typedef struct SaveContext
+{
+	int			fd;
+	uint64		offset;			/* where the next chunk goes */
+	bool		failed;
+	int			save_errno;
+	uint64		npages;
+	uint32	   *saved_index;	/* map entry -> saved index or REL_* */
+	SavedRel   *rels;
+	uint32		nrels;
+	uint32		rels_allocated;
+	SavedChunkHeader header;
+	SavedPage	pages[WARM_CHUNK_PAGES];
+} SaveContext;
+
+static void
+flush_chunk(SaveContext *cxt)
+{
+	pg_crc32c	crc;
+	Size		bytes = sizeof(SavedPage) * cxt->header.npages;
+	struct iovec iov[2];
+
+	if (cxt->header.npages == 0 || cxt->failed)
+		return;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &cxt->header.npages, sizeof(cxt->header.npages));
+	COMP_CRC32C(crc, cxt->pages, bytes);
+	FIN_CRC32C(crc);
+	cxt->header.crc = crc;
+	iov[0].iov_base = &cxt->header;
+	iov[0].iov_len = sizeof(cxt->header);
+	iov[1].iov_base = cxt->pages;
+	iov[1].iov_len = bytes;
+	if (pwritev(cxt->fd, iov, 2, cxt->offset) !=
+		(ssize_t) (sizeof(cxt->header) + bytes))
+	{
+		cxt->failed = true;
+		cxt->save_errno = errno ? errno : ENOSPC;
+		return;
+	}
+	cxt->offset += sizeof(cxt->header) + bytes;
+	cxt->header.npages = 0;
+}
+
+/* Does the relation have an init fork, i.e. is it unlogged? */
+static bool
+has_init_fork(const BpextRelFile *rfile)
+{
+	char	   *path = bpext_relpath_perm(*rfile, INIT_FORKNUM);
+	struct stat st;
+	bool		exists = stat(path, &st) == 0;
+
+	pfree(path);
+	return exists;
+}
+
+static void
+save_page(const TierPageInfo *info, void *arg)
+{
+	SaveContext *cxt = (SaveContext *) arg;
+	uint32		index = cxt->saved_index[info->rel];
+	SavedPage  *page;
+
+	if (cxt->failed || index == REL_SKIPPED)
+		return;
+	if (index == REL_UNSEEN)
+	{
+		if (has_init_fork(&info->rfile))
+		{
+			cxt->saved_index[info->rel] = REL_SKIPPED;
+			return;
+		}
+		if (cxt->nrels == cxt->rels_allocated)
+		{
+			uint32		grown = Max(cxt->rels_allocated * 2, 1024);
+			SavedRel   *rels = realloc(cxt->rels, sizeof(SavedRel) * grown);
+
+			if (rels == NULL)
+			{
+				cxt->failed = true;
+				cxt->save_errno = ENOMEM;
+				return;
+			}
+			cxt->rels = rels;
+			cxt->rels_allocated = grown;
+		}
+		index = cxt->nrels++;
+		memset(&cxt->rels[index], 0, sizeof(SavedRel));
+		cxt->rels[index].rfile = info->rfile;
+		cxt->rels[index].fork = (int32) info->fork;
+		cxt->saved_index[info->rel] = index;
+	}
+	cxt->rels[index].nblocks = Max(cxt->rels[index].nblocks, info->block + 1);
+
+	page = &cxt->pages[cxt->header.npages++];
+	page->slot = info->slot;
+	page->rel = index;
+	page->block = info->block;
+	page->crc = info->crc;
+	cxt->npages++;
+	if (cxt->header.npages == WARM_CHUNK_PAGES)
+		flush_chunk(cxt);
+}
+
+/*
+ * Open the tier file the tier used, if it is still that file, and lock
+ * it.  -1 and a reason otherwise.
+ */
+static int
+open_used_tier_file(const char *path, uint64 dev, uint64 ino, const char **why)
+{
+	uint64		got_dev;
+	uint64		got_ino;
+	int			fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+	{
+		*why = "the tier file could not be opened";
+		return -1;
+	}
+	if (!tier_file_identity(fd, &got_dev, &got_ino) ||
+		got_dev != dev || got_ino != ino)
+	{
+		*why = "the tier file was replaced";
+		close(fd);
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+	{
+		*why = "the tier file is locked by another process";
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void
+save_map_at_exit(int code, Datum arg)
+{
+	ControlFileData control;
+	TierWarmHeader warm;
+	SaveContext *cxt;
+	char		path[MAXPGPATH];
+	uint64		dev;
+	uint64		ino;
+	uint32		nslots;
+	char		err[512];
+	const char *why = NULL;
+	instr_time	start;
+	uint64		token;
+	Size		rels_bytes;
+	pg_crc32c	rels_crc;
+	int			fd;
+
+	/* Also called when shared memory is reset after a crash: not then. */
+	if (code != 0 || BpextCtl == NULL)
+		return;
+	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED)
+		return;
+	if (!bpext_warm_restart)
+	{
+		ereport(LOG,
+				(errmsg("bpext: the tier map was not saved at shutdown: bpext.warm_restart is off")));
+		return;
+	}
+	if (!read_control_file(&control) || !clean_shutdown(&control))
+	{
+		ereport(LOG,
+				(errmsg("bpext: the tier map was not saved at shutdown: the shutdown was not clean")));
+		return;
+	}
+
+	INSTR_TIME_SET_CURRENT(start);
+	strlcpy(path, BpextCtl->path, sizeof(path));
+	dev = BpextCtl->file_dev;
+	ino = BpextCtl->file_ino;
+	fd = open_used_tier_file(path, dev, ino, &why);
+	if (fd < 0)
+	{
+		ereport(LOG,
+				(errmsg("bpext: the tier map was not saved at shutdown: %s", why)));
+		return;
+	}
+	if (!tier_file_check_ours(fd, path, &nslots, err, sizeof(err)))
+	{
+		ereport(LOG,
+				(errmsg("bpext: the tier map was not saved at shutdown: %s", err)));
+		close(fd);
+		return;
+	}
+
+	cxt = calloc(1, sizeof(SaveContext));
+	if (cxt != NULL)
+		cxt->saved_index = malloc(sizeof(uint32) * tier_map_rel_capacity());
+	if (cxt == NULL || cxt->saved_index == NULL)
+	{
+		ereport(LOG,
+				(errmsg("bpext: the tier map was not saved at shutdown: out of memory")));
+		if (cxt)
+			free(cxt);
+		close(fd);
+		return;
+	}
+	memset(cxt->saved_index, 0xFF, sizeof(uint32) * tier_map_rel_capacity());
+	cxt->fd = fd;
+	cxt->offset = TIER_FILE_SIZE(nslots);
+	memset(&warm, 0, sizeof(warm));
+	warm.pages_offset = cxt->offset;
+
+	tier_map_foreach_at_exit(save_page, cxt);
+	flush_chunk(cxt);
+
+	warm.rels_offset = cxt->offset;
+	rels_bytes = sizeof(SavedRel) * cxt->nrels;
+	INIT_CRC32C(rels_crc);
+	if (cxt->nrels > 0)
+		COMP_CRC32C(rels_crc, cxt->rels, rels_bytes);
+	FIN_CRC32C(rels_crc);
+	if (!cxt->failed && rels_bytes > 0 &&
+		pwrite(fd, cxt->rels, rels_bytes, warm.rels_offset) != (ssize_t) rels_bytes)
+	{
+		cxt->failed = true;
+		cxt->save_errno = errno ? errno : ENOSPC;
+	}
+	if (!cxt->failed && fdatasync(fd) != 0)
+	{
+		cxt->failed = true;
+		cxt->save_errno = errno;
+	}
+	if (!cxt->failed && (!pg_strong_random(&token, sizeof(token)) ||
+						 !write_token(token)))
+	{
+		cxt->failed = true;
+		cxt->save_errno = errno;
+	}
+	if (!cxt->failed)
+	{
+		warm.saved = 1;
+		warm.pg_major = PG_VERSION_NUM / 100;
+		warm.timeline = control.checkPointCopy.ThisTimeLineID;
+		warm.system_identifier = control.system_identifier;
+		warm.checkpoint = control.checkPoint;
+		warm.control_crc = control.crc;
+		warm.nslots = nslots;
+		warm.token = token;
+		warm.npages = cxt->npages;
+		warm.nrels = cxt->nrels;
+		warm.rels_crc = rels_crc;
+		if (!tier_file_write_warm(fd, &warm))
+		{
+			cxt->failed = true;
+			cxt->save_errno = errno;
+		}
+	}
+
+	if (cxt->failed)
+	{
+		errno = cxt->save_errno;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("bpext: the tier map was not saved at shutdown: %m")));
+	}
+	else
+		ereport(LOG,
+				(errmsg("bpext: saved the tier map at shutdown: %llu pages of %u relation forks in %llu ms",
+						(unsigned long long) cxt->npages, cxt->nrels,
+						(unsigned long long) (bpext_microseconds_since(start) / 1000))));
+	close(fd);
+	free(cxt->rels);
+	free(cxt->saved_index);
+	free(cxt);
+}
+
+/* ---------------------------------------------------------------------
+ * Deciding, in the postmaster before it starts any other process
+ * ---------------------------------------------------------------------
+ */
+
+static void
+start_cold(const char *reason, bool log)
+{
+	Warm->mode = BPEXT_START_COLD;
+	Warm->load_pending = false;
+	strlcpy(Warm->reason, reason, sizeof(Warm->reason));
+	if (log)
+		ereport(LOG, (errmsg("bpext: cold start: %s", reason)));
+}
+
+/*
+ * Check the saved map against pg_control, the token and the file.  Fills
+ * warm, *nslots and *rels (malloc'd) and returns NULL if it may be
+ * reused; otherwise returns why not, in buf.
+ */
+static const char *
+check_saved_map(int fd, const char *path, TierWarmHeader *warm,
+				SavedRel **rels, char *buf, size_t buflen)
+{
+	ControlFileData control;
+	uint32		file_nslots;
+	uint64		token;
+	struct stat st;
+	Size		rels_bytes;
+	pg_crc32c	crc;
+
+	if (!read_control_file(&control))
+		return "pg_control could not be read";
+	if (!clean_shutdown(&control))
+	{
+		snprintf(buf, buflen,
+				 "the server did not shut down cleanly (database cluster state \"%s\")",
+				 db_state_name(control.state));
+		return buf;
+	}
+	if (!tier_file_check_ours(fd, path, &file_nslots, buf, buflen))
+		return buf;
+	if (!tier_file_read_warm(fd, warm) || !warm->saved)
+		return "no tier map was saved at the last shutdown";
+	if (warm->pg_major != PG_VERSION_NUM / 100)
+	{
+		snprintf(buf, buflen,
+				 "the tier map was saved by PostgreSQL major version %u",
+				 warm->pg_major);
+		return buf;
+	}
+	if (warm->system_identifier != control.system_identifier)
+		return "the tier map was saved by another cluster";
+	if (warm->checkpoint != control.checkPoint ||
+		warm->timeline != control.checkPointCopy.ThisTimeLineID)
+	{
+		snprintf(buf, buflen,
+				 "pg_control's checkpoint (%X/%X on timeline %u) is not the one the tier map was saved at (%X/%X on timeline %u): the data directory was changed while the server was down",
+				 LSN_FORMAT_ARGS(control.checkPoint),
+				 control.checkPointCopy.ThisTimeLineID,
+				 LSN_FORMAT_ARGS(warm->checkpoint), warm->timeline);
+		return buf;
+	}
+	if (warm->control_crc != control.crc)
+		return "pg_control was changed after the tier map was saved";
+	if (!read_token(&token) || token != warm->token)
+		return "the data directory is not the one the tier map was saved with";
+	if (warm->nslots != file_nslots)
+		return "the tier file was resized after the map was saved";
+	rels_bytes = sizeof(SavedRel) * warm->nrels;
+	if (fstat(fd, &st) != 0 ||
+		(uint64) st.st_size < warm->rels_offset + rels_bytes ||
+		warm->pages_offset < TIER_FILE_SIZE(file_nslots) ||
+		warm->rels_offset < warm->pages_offset)
+		return "the saved tier map is incomplete";
+
+	*rels = malloc(Max(rels_bytes, 1));
+	if (*rels == NULL)
+		return "out of memory";
+	if (rels_bytes > 0 &&
+		pread(fd, *rels, rels_bytes, warm->rels_offset) != (ssize_t) rels_bytes)
+		return "the saved tier map could not be read";
+	INIT_CRC32C(crc);
+	if (rels_bytes > 0)
+		COMP_CRC32C(crc, *rels, rels_bytes);
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, warm->rels_crc))
+		return "the saved tier map is damaged";
+	return NULL;
+}
+
+/*
+ * Mark the saved map taken, durably, so that no later start can use it,
+ * with a nonce that the worker checks before it trusts the file.
+ */
+static const char *
+consume_saved_map(int fd, TierWarmHeader *warm)
+{
+	uint64		nonce;
+
+	if (!pg_strong_random(&nonce, sizeof(nonce)))
+		return "no random number for the nonce";
+	warm->saved = 0;
+	warm->nonce = nonce;
+	if (!tier_file_write_warm(fd, warm))
+		return "the saved tier map could not be marked as used";
+	return NULL;
+}
+
+static bool
+tier_configured(void)
+{
+	return bpext_path != NULL && bpext_path[0] != '\0' && bpext_size_mb > 0 &&
+		BpextCtl->max_slots > 0;
+}
+
+static void
+decide(void)
+{
+	TierWarmHeader warm;
+	SavedRel   *rels = NULL;
+	char		buf[512];
+	const char *why;
+	uint32		i;
+	uint32		held = 0;
+	uint64		dev;
+	uint64		ino;
+	int			fd;
+
+	if (!tier_configured())
+	{
+		start_cold("the tier is not configured (bpext.path, bpext.size)", false);
+		(void) remove_token();
+		return;
+	}
+	if (!bpext_warm_restart)
+	{
+		start_cold("bpext.warm_restart is off", true);
+		(void) remove_token();
+		return;
+	}
+
+	fd = open(bpext_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			snprintf(buf, sizeof(buf), "there is no tier file \"%s\" yet",
+					 bpext_path);
+		else
+			snprintf(buf, sizeof(buf), "could not open \"%s\": %m", bpext_path);
+		start_cold(buf, true);
+		(void) remove_token();
+		return;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+		why = "the tier file is in use by another server";
+	else
+		why = check_saved_map(fd, bpext_path, &warm, &rels, buf, sizeof(buf));
+	if (why == NULL)
+		why = consume_saved_map(fd, &warm);
+	if (why == NULL && !tier_file_identity(fd, &dev, &ino))
+		why = "could not stat the tier file";
+
+	/* Whatever happened, no later start may match the old token. */
+	if (!remove_token() && why == NULL)
+		why = "the data directory's token could not be removed";
+	close(fd);					/* the worker takes the lock from here */
+
+	if (why != NULL)
+	{
+		if (why != buf)
+			strlcpy(buf, why, sizeof(buf));
+		start_cold(buf, true);
+		free(rels);
+		return;
+	}
+
+	for (i = 0; i < warm.nrels; i++)
+	{
+		if (rels[i].fork < 0 || rels[i].fork > MAX_FORKNUM)
+			continue;
+		if (tier_map_warm_hold(&rels[i].rfile, (ForkNumber) rels[i].fork,
+							   rels[i].nblocks))
+			held++;
+	}
+	free(rels);
+
+	Warm->mode = BPEXT_START_WARM;
+	Warm->reason[0] = '\0';
+	Warm->load_pending = true;
+	strlcpy(Warm->path, bpext_path, sizeof(Warm->path));
+	Warm->dev = dev;
+	Warm->ino = ino;
+	Warm->nonce = warm.nonce;
+	Warm->npages = warm.npages;
+	Warm->pages_offset = warm.pages_offset;
+	Warm->rels_offset = warm.rels_offset;
+	Warm->nrels = warm.nrels;
+	ereport(LOG,
+			(errmsg("bpext: warm start: reusing the tier map saved at the shutdown checkpoint %X/%X (%llu pages of %u relation forks)",
+					LSN_FORMAT_ARGS(warm.checkpoint),
+					(unsigned long long) warm.npages, held)));
+}
+
+/*
+ * From the shmem startup hook.  In the postmaster, at its first start:
+ * decide whether the tier starts warm, and arrange for the map to be
+ * saved when the postmaster exits.  A reset of shared memory after a
+ * crash starts cold.
+ */
+void
+bpext_warm_startup(void)
+{
+	static bool started_before = false;
+
+	if (IsUnderPostmaster || !IsPostmasterEnvironment)
+		return;
+	before_shmem_exit(save_map_at_exit, (Datum) 0);
+	if (started_before)
+	{
+		start_cold("the server restarted after a crash",
+				   tier_configured());
+		return;
+	}
+	started_before = true;
+	decide();
+}
+
+/* ---------------------------------------------------------------------
+ * Loading, in the bpext worker
+ * ---------------------------------------------------------------------
+ */
+
+/* Did the postmaster prepare a load of the tier file at path? */
+bool
+bpext_warm_load_pending(const char *path)
+{
+	if (!Warm->load_pending)
+		return false;
+	if (strcmp(Warm->path, path) != 0)
+	{
+		bpext_warm_abandon("bpext.path changed before the tier was enabled");
+		return false;
+	}
+	return true;
+}
+
+/* Open the file the postmaster checked, as it left it. */
+int
+bpext_warm_open(uint32 *nslots, char *err, size_t errlen)
+{
+	int			fd = tier_file_reopen(Warm->path, Warm->dev, Warm->ino,
+									  Warm->nonce, err, errlen);
+
+	if (fd >= 0 && !tier_file_check_ours(fd, Warm->path, nslots, err, errlen))
+	{
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * The tier is enabled on the file and warm_loading is set: read the saved
+ * relation table and find each entry the postmaster held.
+ */
+void
+bpext_warm_begin_load(int fd)
+{
+	Size		rels_bytes = sizeof(SavedRel) * Warm->nrels;
+	SavedRel   *rels = palloc_extended(Max(rels_bytes, 1), MCXT_ALLOC_HUGE);
+	uint32		i;
+
+	Warm->load_pending = false;
+	if (rels_bytes > 0 &&
+		pread(fd, rels, rels_bytes, Warm->rels_offset) != (ssize_t) rels_bytes)
+	{
+		pfree(rels);
+		bpext_warm_abandon("the saved tier map could not be read");
+		return;
+	}
+	loaded_rels = MemoryContextAllocHuge(TopMemoryContext,
+										 sizeof(uint32) * Max(Warm->nrels, 1));
+	for (i = 0; i < Warm->nrels; i++)
+	{
+		loaded_rels[i] = TIER_INVALID_INDEX;
+		if (rels[i].fork >= 0 && rels[i].fork <= MAX_FORKNUM)
+			loaded_rels[i] = tier_map_warm_find(&rels[i].rfile,
+												(ForkNumber) rels[i].fork);
+	}
+	pfree(rels);
+	if (chunk_pages == NULL)
+		chunk_pages = MemoryContextAlloc(TopMemoryContext,
+										 sizeof(SavedPage) * WARM_CHUNK_PAGES);
+
+	Warm->pages_read = 0;
+	Warm->next_offset = Warm->pages_offset;
+	Warm->map_epoch = pg_atomic_read_u32(&BpextCtl->map_epoch);
+	Warm->file_incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
+	Warm->load_started = GetCurrentTimestamp();
+}
+
+/* Read and check the next chunk; its page count, or -1 if damaged. */
+static int
+read_chunk(int fd)
+{
+	SavedChunkHeader header;
+	Size		bytes;
+	pg_crc32c	crc;
+
+	if (pread(fd, &header, sizeof(header), Warm->next_offset) != sizeof(header) ||
+		header.npages == 0 || header.npages > WARM_CHUNK_PAGES ||
+		Warm->pages_read + header.npages > Warm->npages)
+		return -1;
+	bytes = sizeof(SavedPage) * header.npages;
+	if (pread(fd, chunk_pages, bytes, Warm->next_offset + sizeof(header)) !=
+		(ssize_t) bytes)
+		return -1;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &header.npages, sizeof(header.npages));
+	COMP_CRC32C(crc, chunk_pages, bytes);
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, header.crc))
+		return -1;
+	Warm->next_offset += sizeof(header) + bytes;
+	return (int) header.npages;
+}
+
+static void
+finish_load(void)
+{
+	uint64		reused = pg_atomic_read_u64(&Warm->pages_reused);
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(Warm->load_started, GetCurrentTimestamp(), &secs, &usecs);
+	ereport(LOG,
+			(errmsg("bpext: warm start: %llu of %llu saved tier pages reused, loaded in %ld.%03d s",
+					(unsigned long long) reused,
+					(unsigned long long) Warm->npages, secs, usecs / 1000),
+			 reused < Warm->npages ?
+			 errdetail("The others were written, truncated or dropped after the server started, or belong to relations the map had no room for.") : 0));
+	tier_map_warm_release_holds();
+	if (loaded_rels != NULL)
+		pfree(loaded_rels);
+	loaded_rels = NULL;
+}
+
+/*
+ * Publish the next chunks of the saved map.  Returns true while there is
+ * more to load; false once the load is over (finished or given up).
+ */
+bool
+bpext_warm_load_step(int fd)
+{
+	int			chunk;
+
+	if (loaded_rels == NULL)
+		return false;			/* begin_load gave up */
+	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
+		pg_atomic_read_u32(&BpextCtl->map_epoch) != Warm->map_epoch)
+	{
+		bpext_warm_abandon("the tier was emptied or switched off during the load");
+		return false;
+	}
+
+	for (chunk = 0; chunk < WARM_CHUNKS_PER_STEP; chunk++)
+	{
+		int			npages;
+		int			i;
+		uint32		active = pg_atomic_read_u32(&BpextCtl->active_slots);
+		uint64		published = 0;
+
+		if (Warm->pages_read == Warm->npages)
+		{
+			finish_load();
+			return false;
+		}
+		npages = read_chunk(fd);
+		if (npages < 0)
+		{
+			/* What came from a damaged map is not kept. */
+			tier_map_clear();
+			bpext_warm_abandon("the saved tier map is damaged");
+			return false;
+		}
+		for (i = 0; i < npages; i++)
+		{
+			SavedPage  *page = &chunk_pages[i];
+
+			if (page->slot >= active || page->rel >= Warm->nrels ||
+				loaded_rels[page->rel] == TIER_INVALID_INDEX)
+				continue;
+			if (tier_map_warm_publish(loaded_rels[page->rel], page->slot,
+									  page->block, page->crc,
+									  Warm->map_epoch, Warm->file_incarnation))
+				published++;
+		}
+		Warm->pages_read += npages;
+		pg_atomic_fetch_add_u64(&Warm->pages_reused, published);
+	}
+	return true;
+}
+
+/*
+ * Give the saved map up (the tier starts, or goes on, cold): release what
+ * the postmaster held, and say why.  Pages already published stay; they
+ * are as good as any the tier admitted itself.
+ */
+void
+bpext_warm_abandon(const char *why)
+{
+	bool		was_loading = pg_atomic_read_u32(&BpextCtl->warm_loading) != 0;
+
+	if (!Warm->load_pending && !was_loading && loaded_rels == NULL)
+		return;
+	Warm->load_pending = false;
+	tier_map_warm_release_holds();
+	if (loaded_rels != NULL)
+		pfree(loaded_rels);
+	loaded_rels = NULL;
+	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
+
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	Warm->mode = BPEXT_START_COLD;
+	strlcpy(Warm->reason, why, sizeof(Warm->reason));
+	LWLockRelease(BpextCtl->control_lock);
+	pg_atomic_write_u64(&Warm->pages_reused, 0);
+	ereport(LOG,
+			(errmsg("bpext: cold start: %s", why)));
+}
+
+void
+bpext_warm_status(BpextStartMode *mode, char *reason, size_t reasonlen,
+				  uint64 *pages_reused)
+{
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	*mode = Warm->mode;
+	strlcpy(reason, Warm->reason, reasonlen);
+	LWLockRelease(BpextCtl->control_lock);
+	*pages_reused = pg_atomic_read_u64(&Warm->pages_reused);
+}

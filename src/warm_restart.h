@@ -1,0 +1,37 @@
+/*-------------------------------------------------------------------------
+ *
+ * warm_restart.h
+ *	  Keeping the tier's contents across a clean restart.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_WARM_RESTART_H
+#define BPEXT_WARM_RESTART_H
+
+/* How the tier started, for bpext_configuration. */
+typedef enum BpextStartMode
+{
+	BPEXT_START_COLD,
+	BPEXT_START_WARM
+} BpextStartMode;
+
+extern Size bpext_warm_shmem_size(void);
+extern void bpext_warm_shmem_init(bool found);
+
+/* The postmaster: decide at start, save at exit. */
+extern void bpext_warm_startup(void);
+
+/* The worker: take over the file and load the saved map. */
+extern bool bpext_warm_load_pending(const char *path);
+extern int	bpext_warm_open(uint32 *nslots, char *err, size_t errlen);
+extern void bpext_warm_begin_load(int fd);
+extern bool bpext_warm_load_step(int fd);
+extern void bpext_warm_abandon(const char *why);
+
+/* The views. */
+extern void bpext_warm_status(BpextStartMode *mode, char *reason,
+							  size_t reasonlen, uint64 *pages_reused);
+
+#endif							/* BPEXT_WARM_RESTART_H */

@@ -1,0 +1,456 @@
+
+# Copyright (c) 2026, bpext developers
+
+# Warm restart: after a clean shutdown the tier starts with what it held,
+# and serves it at once; after every other kind of start it starts cold,
+# and nothing saved is ever served where the data files changed while the
+# server was down.  Each cold case below is built so that trusting the
+# saved map would serve pages the data files no longer hold: the rows
+# checked afterwards would come out wrong.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use BpextTest;
+use File::Copy;
+use File::Path qw(rmtree);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $nrows = 30000;
+
+my $node = bpext_init_node('main', tier_size => '64MB', max_size => '64MB',
+	checksums => 1, init => { allows_streaming => 1 },
+	conf => "wal_keep_size = '512MB'\n");    # pg_rewind reads back to a checkpoint
+my $path = bpext_tier_path($node);
+$node->start;
+bpext_setup($node);
+bpext_load_table($node, 'postgres', 't', $nrows);
+my $relpages = $node->safe_psql('postgres',
+	"SELECT (pg_relation_size('t') + pg_relation_size('t_pkey')) / 8192");
+
+my $ver = 0;
+
+sub set_ver
+{
+	my ($n, $v) = @_;
+	$n->safe_psql('postgres',
+		"UPDATE t SET ver = $v, v = bpext_expected_v(id, $v); CHECKPOINT;");
+	return;
+}
+
+# Put the whole table into the tier.
+sub fill_tier
+{
+	my ($n, $name) = @_;
+	$n->safe_psql('postgres', q{
+		CHECKPOINT;
+		SELECT bpext_prewarm('t'), bpext_prewarm('t_pkey');
+	});
+	cmp_ok(bpext_config($n)->{allocated_pages}, '>=', $relpages,
+		"$name: the tier holds the whole table");
+	return;
+}
+
+# Start or stop a node with bpext not loaded at all.
+sub without_bpext
+{
+	my ($n) = @_;
+	$n->adjust_conf('postgresql.conf', 'shared_preload_libraries', "''");
+	$n->start;
+	return;
+}
+
+sub with_bpext_again
+{
+	my ($n) = @_;
+	$n->adjust_conf('postgresql.conf', 'shared_preload_libraries', "'bpext'");
+	return;
+}
+
+# After a start: the tier enabled, and the saved map's load (if any) over.
+sub wait_started
+{
+	my ($n, $offset) = @_;
+	ok(bpext_wait_for_state($n, 'enabled'), 'tier enabled');
+	ok( $n->wait_for_log(
+			qr/bpext: (cold start|warm start: \d+ of \d+ saved tier pages reused)/,
+			$offset),
+		'the start is decided and logged');
+	return;
+}
+
+# The start was warm: the saved pages are back and serve the first read.
+sub check_warm
+{
+	my ($n, $name, $offset, %args) = @_;
+	wait_started($n, $offset);
+	my $c = bpext_config($n);
+	is($c->{start_mode}, 'warm', "$name: warm start");
+	is($c->{cold_start_reason}, undef, "$name: no cold-start reason");
+	cmp_ok($c->{pages_reused}, '>=', $args{min_reused} // $relpages,
+		"$name: saved pages reused ($c->{pages_reused})");
+	is(bpext_count_in_log($n, qr/LOG:  bpext: warm start: reusing/, $offset),
+		1, "$name: one warm-start line in the log");
+	my $before = bpext_stat($n, 'extension_page_reads');
+	bpext_check_table($n, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'index', name => "$name, first read");
+	my $reads = bpext_stat($n, 'extension_page_reads') - $before;
+	cmp_ok($reads, '>=', $args{min_reads} // $relpages / 2,
+		"$name: the first read came from the tier ($reads pages)");
+	is(bpext_stat($n, 'crc_failures'), 0, "$name: no checksum failure");
+	return;
+}
+
+# The start was cold, for the reason given, and every row reads right.
+sub check_cold
+{
+	my ($n, $name, $offset, $reason) = @_;
+	wait_started($n, $offset);
+	my $c = bpext_config($n);
+	is($c->{start_mode}, 'cold', "$name: cold start");
+	like($c->{cold_start_reason} // '', $reason, "$name: reason");
+	is($c->{pages_reused}, 0, "$name: nothing reused");
+	is(bpext_count_in_log($n, qr/LOG:  bpext: cold start: /, $offset),
+		1, "$name: one cold-start line in the log");
+	bpext_check_table($n, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'index', name => "$name, index scan");
+	bpext_check_table($n, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'seq', name => "$name, seq scan");
+	is(bpext_stat($n, 'crc_failures'), 0, "$name: no checksum failure");
+	is($c->{last_error}, undef, "$name: no tier error");
+	return;
+}
+
+sub log_offset
+{
+	my ($n) = @_;
+	return -s $n->logfile;
+}
+
+# --- clean restart: warm -----------------------------------------------------
+fill_tier($node, 'clean restart');
+my $offset = log_offset($node);
+$node->stop;
+like(slurp_file($node->logfile, $offset),
+	qr/bpext: saved the tier map at shutdown: \d+ pages/,
+	'the map is saved at a clean shutdown');
+ok(-f $node->data_dir . '/bpext_warm_token', 'the token is in the data directory');
+$offset = log_offset($node);
+$node->start;
+check_warm($node, 'clean restart', $offset);
+ok(!-e $node->data_dir . '/bpext_warm_token', 'the token is consumed at start');
+
+# A warm start again, straight after the first.
+fill_tier($node, 'second restart');
+$offset = log_offset($node);
+$node->restart;
+check_warm($node, 'second restart', $offset);
+
+# --- bpext.warm_restart = off --------------------------------------------------
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET bpext.warm_restart = off; SELECT pg_reload_conf();");
+fill_tier($node, 'warm_restart off');
+$offset = log_offset($node);
+$node->restart;
+like(slurp_file($node->logfile, $offset),
+	qr/the tier map was not saved at shutdown: bpext.warm_restart is off/,
+	'warm_restart off: not saved');
+check_cold($node, 'warm_restart off', $offset, qr/bpext.warm_restart is off/);
+$node->safe_psql('postgres',
+	"ALTER SYSTEM RESET bpext.warm_restart; SELECT pg_reload_conf();");
+
+# --- immediate shutdown --------------------------------------------------------
+fill_tier($node, 'immediate');
+$node->stop('immediate');
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'immediate shutdown', $offset,
+	qr/did not shut down cleanly \(database cluster state "in production"\)/);
+
+# --- a crash of a server run without bpext ---------------------------------------
+# The rows change and reach the data files (checkpoint) while bpext is not
+# loaded; then the server crashes.
+fill_tier($node, 'crash without bpext');
+$node->stop;
+without_bpext($node);
+$ver = 1;
+set_ver($node, $ver);
+$node->stop('immediate');
+with_bpext_again($node);
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'crash of a server without bpext', $offset,
+	qr/did not shut down cleanly/);
+
+# --- a clean run without bpext -----------------------------------------------------
+fill_tier($node, 'run without bpext');
+$node->stop;
+without_bpext($node);
+$ver = 2;
+set_ver($node, $ver);
+$node->stop;
+with_bpext_again($node);
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'clean run without bpext', $offset,
+	qr/checkpoint .* is not the one the tier map was saved at/);
+
+# --- pg_resetwal ------------------------------------------------------------------
+fill_tier($node, 'pg_resetwal');
+$node->stop;
+command_ok([ 'pg_resetwal', '-f', $node->data_dir ], 'pg_resetwal');
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'pg_resetwal', $offset,
+	qr/checkpoint .* is not the one the tier map was saved at/);
+
+# --- pg_checksums --disable: pg_control changes, the checkpoint does not -----------
+fill_tier($node, 'pg_checksums');
+$node->stop;
+command_ok([ 'pg_checksums', '--disable', '-D', $node->data_dir ],
+	'pg_checksums --disable');
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'pg_checksums', $offset,
+	qr/pg_control was changed after the tier map was saved/);
+$node->stop;
+command_ok([ 'pg_checksums', '--enable', '-D', $node->data_dir ],
+	'pg_checksums --enable');
+$node->start;
+
+# --- a base backup restored beside the tier file -------------------------------------
+$node->backup('restore');
+my $backup_ver = $ver;
+$ver = 3;
+set_ver($node, $ver);
+fill_tier($node, 'restored backup');
+$node->stop;
+rmtree($node->data_dir);
+PostgreSQL::Test::RecursiveCopy::copypath($node->backup_dir . '/restore',
+	$node->data_dir);
+chmod(0700, $node->data_dir);
+$ver = $backup_ver;
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'restored base backup', $offset,
+	qr/did not shut down cleanly/);
+
+# --- a copy of the stopped data directory, same tier file ---------------------------
+# The copy is taken while the map is saved; the original then runs on and
+# saves a newer map; the copy must not take it, nor the original the
+# copy's.
+fill_tier($node, 'copy');
+$node->stop;
+$node->backup_fs_cold('copy');
+my $copy = PostgreSQL::Test::Cluster->new('copy');
+$copy->init_from_backup($node, 'copy');
+my $copy_ver = $ver;
+
+$offset = log_offset($node);
+$node->start;
+check_warm($node, 'original after the copy was taken', $offset);
+$ver = 4;
+set_ver($node, $ver);
+fill_tier($node, 'original, newer');
+$node->stop;
+
+my $original_ver = $ver;
+$ver = $copy_ver;
+$offset = log_offset($copy);
+$copy->start;
+check_cold($copy, 'older copy on the newer tier', $offset,
+	qr/checkpoint .* is not the one the tier map was saved at/);
+fill_tier($copy, 'copy');
+$copy->stop;
+
+$ver = $original_ver;
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'original after the copy saved its map', $offset,
+	qr/checkpoint .* is not the one the tier map was saved at/);
+
+# The copy started first takes the map (its files are the original's);
+# the original then finds it used.
+fill_tier($node, 'copy first');
+$node->stop;
+$node->backup_fs_cold('copy2');
+my $copy2 = PostgreSQL::Test::Cluster->new('copy2');
+$copy2->init_from_backup($node, 'copy2');
+$offset = log_offset($copy2);
+$copy2->start;
+check_warm($copy2, 'copy started first', $offset);
+$copy2->stop('immediate');
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'original after the copy used the map', $offset,
+	qr/no tier map was saved at the last shutdown/);
+
+# --- a tier file from elsewhere -----------------------------------------------------
+# A copy with its own tier file runs on to newer rows and saves its map;
+# that file is then put in place of the original's.
+$node->stop;
+$node->backup_fs_cold('copy3');
+my $copy3 = PostgreSQL::Test::Cluster->new('copy3');
+$copy3->init_from_backup($node, 'copy3');
+my $copy3_path = $copy3->basedir . '/other.tier';
+$copy3->append_conf('postgresql.conf', "bpext.path = '$copy3_path'\n");
+$copy3->start;
+bpext_wait_for_state($copy3, 'enabled');
+set_ver($copy3, 5);
+fill_tier($copy3, 'other tier');
+$copy3->stop;
+copy($copy3_path, $path) or die "copy: $!";
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'tier file from elsewhere', $offset,
+	qr/checkpoint .* is not the one the tier map was saved at/);
+
+# --- a damaged map ------------------------------------------------------------------
+# The slots end where the map starts: 64 MB of tier file, less the header.
+my $map_start = 64 * 1024 * 1024;
+
+sub damage
+{
+	my ($offset_in_file, $bytes) = @_;
+	open(my $fh, '+<', $path) or die "open $path: $!";
+	binmode $fh;
+	seek($fh, $offset_in_file, 0) or die;
+	print $fh $bytes;
+	close($fh) or die;
+	return;
+}
+
+fill_tier($node, 'damaged chunk');
+$node->stop;
+# Inside the first chunk's pages: slot and block numbers changed.
+damage($map_start + 8 + 16 * 10, pack('L4', 1, 0, 7, 0) x 4);
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'damaged map chunk', $offset,
+	qr/the saved tier map is damaged/);
+
+fill_tier($node, 'truncated map');
+$node->stop;
+truncate($path, $map_start + 100) or die "truncate: $!";
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'truncated map', $offset,
+	qr/the saved tier map is incomplete/);
+
+fill_tier($node, 'torn header');
+$node->stop;
+damage(512 + 40, 'torn');
+$offset = log_offset($node);
+$node->start;
+check_cold($node, 'torn map header', $offset,
+	qr/no tier map was saved at the last shutdown/);
+
+# --- pg_rewind: an old primary that went its own way -----------------------------------
+$node->backup('standby');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'standby', has_streaming => 1);
+my $standby_path = $standby->basedir . '/standby.tier';
+$standby->append_conf('postgresql.conf', "bpext.path = '$standby_path'\n");
+$standby->start;
+bpext_wait_for_state($standby, 'enabled');
+$node->wait_for_catchup($standby);
+$standby->promote;
+
+my $rewound_ver = $ver;
+set_ver($node, 6);    # on the old primary only: lost by the rewind
+$ver = 6;
+fill_tier($node, 'before rewind');
+$node->stop;
+# pg_rewind copies the source's configuration files too: keep the node's.
+my %conf;
+$conf{$_} = slurp_file($node->data_dir . "/$_")
+  for ('postgresql.conf', 'postgresql.auto.conf');
+command_ok(
+	[
+		'pg_rewind', '--target-pgdata', $node->data_dir,
+		'--source-server', $standby->connstr('postgres')
+	],
+	'pg_rewind');
+for my $file (keys %conf)
+{
+	open(my $fh, '>', $node->data_dir . "/$file") or die "$file: $!";
+	print $fh $conf{$file};
+	close($fh) or die;
+}
+$node->enable_streaming($standby);
+$ver = $rewound_ver;
+$offset = log_offset($node);
+$node->start;
+$standby->wait_for_catchup($node);
+check_cold($node, 'rewound old primary', $offset,
+	qr/did not shut down cleanly \(database cluster state "in archive recovery"\)/);
+
+# --- a standby restarted cleanly: warm, and replays what it missed ---------------------
+fill_tier($node, 'standby');
+$offset = log_offset($node);
+$node->stop;
+like(slurp_file($node->logfile, $offset),
+	qr/bpext: saved the tier map at shutdown/,
+	'a standby saves its map at a clean shutdown');
+$standby->safe_psql('postgres',
+	'CREATE TABLE w AS SELECT i FROM generate_series(1, 10000) i');
+$offset = log_offset($node);
+$node->start;
+$standby->wait_for_catchup($node);
+check_warm($node, 'standby restart', $offset);
+is($node->safe_psql('postgres', 'SELECT count(*) FROM w'),
+	'10000', 'the standby replayed what it missed');
+
+$node->stop;
+# --- unlogged relations: reset by recovery behind the tier ------------------------------
+# Their pages are not saved: a start through recovery (here archive recovery
+# that ends at once, on the primary the standby became) rebuilds them from
+# their init forks.
+$standby->safe_psql('postgres', q{
+	CREATE UNLOGGED TABLE u (id int PRIMARY KEY, pad text);
+	INSERT INTO u SELECT i, repeat('u', 100) FROM generate_series(1, 20000) i;
+	CHECKPOINT;
+	SELECT bpext_prewarm('u'), bpext_prewarm('u_pkey');
+});
+fill_tier($standby, 'unlogged');
+$standby->stop;
+$standby->append_conf('recovery.signal', '');
+$standby->append_conf('postgresql.conf', "restore_command = 'false'\n");
+$offset = log_offset($standby);
+$standby->start;
+check_warm($standby, 'start through recovery', $offset);
+is( $standby->safe_psql('postgres', q{
+		SET enable_seqscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) FROM u WHERE id > 0}),
+	'0', 'the unlogged table is empty after recovery (index scan)');
+is($standby->safe_psql('postgres', 'SELECT count(*) FROM u'),
+	'0', 'the unlogged table is empty after recovery (seq scan)');
+$standby->safe_psql('postgres', 'DROP TABLE u');
+
+# --- the 1.0 -> 1.1 update --------------------------------------------------------------
+$standby->safe_psql('postgres', q{
+	CREATE DATABASE upd;
+});
+$standby->safe_psql('upd', q{CREATE EXTENSION bpext VERSION '1.0'});
+is( $standby->safe_psql('upd',
+		"SELECT count(*) FROM pg_attribute WHERE attrelid = 'bpext_configuration'::regclass AND attnum > 0"),
+	'10', '1.0: bpext_configuration has 10 columns');
+$standby->safe_psql('upd', 'ALTER EXTENSION bpext UPDATE');
+is($standby->safe_psql('upd',
+		"SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
+	'1.1', 'updated to 1.1');
+is( $standby->safe_psql('upd',
+		'SELECT start_mode IS NOT NULL AND pages_reused >= 0 FROM bpext_configuration'),
+	't', '1.1: start_mode and pages_reused');
+is( $standby->safe_psql('upd',
+		"SELECT has_table_privilege('pg_monitor', 'bpext_configuration', 'SELECT') AND has_function_privilege('pg_monitor', 'bpext_configuration_1_1()', 'EXECUTE')"),
+	't', '1.1: pg_monitor may read the configuration');
+
+$standby->stop;
+done_testing();
