@@ -286,6 +286,7 @@ tier_file_reopen(const char *path, uint64 dev, uint64 ino, uint64 nonce,
 		close(fd);
 		return -1;
 	}
+	(void) fchmod(fd, S_IRUSR | S_IWUSR);
 	return fd;
 }
 
