@@ -12,8 +12,9 @@
  * pg_control says the cluster shut down cleanly (as a primary or as a
  * standby), the postmaster writes every current page's slot, block and
  * CRC after the last slot of the tier file, in CRC-checked chunks,
- * followed by the table of relation forks they belong to, fsyncs it,
- * writes a fresh random token into the data directory (WARM_TOKEN_FILE),
+ * followed by the table of relation forks they belong to, fsyncs it (a
+ * standby also flushes its data files, sync_data_file_systems), writes a
+ * fresh random token into the data directory (WARM_TOKEN_FILE),
  * and last writes the description of the saved map into the file's
  * header block (TierWarmHeader: the system identifier, timeline,
  * checkpoint and CRC of pg_control, the major version, the token).  A
@@ -35,8 +36,11 @@
  * header is marked taken (with a nonce the worker checks) and the token
  * file removed, so two servers started from copies of one stopped data
  * directory cannot both trust it, and a later crash starts cold.  Any
- * doubt means a cold start and one LOG line; nothing here can fail the
- * server's start.
+ * doubt means a cold start; nothing here can fail the server's start.
+ * The decision is logged in one LOG line by the bpext worker when it
+ * starts (bpext_warm_log_decision): the postmaster decides before it
+ * starts the logging collector, so a line it wrote would go to its
+ * stderr, not to the server log.
  *
  * Loading.  The postmaster only holds the saved relation forks' entries
  * in the map (tier_map_warm_hold); the bpext worker publishes the saved
@@ -56,6 +60,7 @@
  */
 #include "postgres.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -80,6 +85,9 @@
 /* In the data directory: ties a saved map to the directory it was saved in. */
 #define WARM_TOKEN_FILE			"bpext_warm_token"
 #define WARM_TOKEN_TEMP_FILE	"bpext_warm_token.tmp"
+
+/* In the data directory: a link to each tablespace's directory. */
+#define WARM_TBLSPC_DIR			"pg_tblspc"
 
 /* Pages per CRC-checked chunk of the saved map, and chunks per load step. */
 #define WARM_CHUNK_PAGES		4096
@@ -113,6 +121,12 @@ typedef struct WarmState
 	BpextStartMode mode;
 	char		reason[256];	/* why cold */
 	pg_atomic_uint64 pages_reused;
+
+	/* The decision's LOG line, written once by the worker. */
+	bool		log_decision;
+	bool		decision_logged;
+	XLogRecPtr	saved_checkpoint;
+	uint32		held_rels;
 
 	/* A load the postmaster prepared for the worker. */
 	bool		load_pending;
@@ -231,6 +245,48 @@ read_token(uint64 *token)
 	return errno == 0 && end != buf && (*end == '\n' || *end == '\0');
 }
 
+/*
+ * Flush every file system that holds data files: the data directory's and
+ * each tablespace's.  A primary's shutdown checkpoint has fsynced every
+ * data file, but a standby's shutdown skips its restartpoint when no
+ * checkpoint record came since the last one, and then leaves the writes
+ * made since in the kernel's cache; a map that describes them must not be
+ * durable before they are.
+ */
+static bool
+sync_data_file_systems(void)
+{
+#ifdef HAVE_SYNCFS
+	DIR		   *dir;
+	struct dirent *de;
+	int			fd = open(".", O_RDONLY, 0);
+	bool		ok = fd >= 0 && syncfs(fd) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	dir = opendir(WARM_TBLSPC_DIR);
+	if (dir == NULL)
+		return false;
+	while (ok && (de = readdir(dir)) != NULL)
+	{
+		char		path[MAXPGPATH];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", WARM_TBLSPC_DIR, de->d_name);
+		fd = open(path, O_RDONLY, 0);	/* through the link */
+		ok = fd >= 0 && syncfs(fd) == 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(dir);
+	return ok;
+#else
+	errno = ENOSYS;
+	return false;
+#endif
+}
+
 static bool
 fsync_data_directory(void)
 {
@@ -332,16 +388,19 @@ flush_chunk(SaveContext *cxt)
 	cxt->header.npages = 0;
 }
 
-/* Does the relation have an init fork, i.e. is it unlogged? */
+/*
+ * Does the relation have an init fork, i.e. is it unlogged?  When stat
+ * cannot tell, say yes: its pages are then not saved.
+ */
 static bool
 has_init_fork(const BpextRelFile *rfile)
 {
 	char	   *path = bpext_relpath_perm(*rfile, INIT_FORKNUM);
 	struct stat st;
-	bool		exists = stat(path, &st) == 0;
+	bool		maybe = stat(path, &st) == 0 || errno != ENOENT;
 
 	pfree(path);
-	return exists;
+	return maybe;
 }
 
 static void
@@ -517,6 +576,12 @@ save_map_at_exit(int code, Datum arg)
 		cxt->failed = true;
 		cxt->save_errno = errno;
 	}
+	if (!cxt->failed && control.state == DB_SHUTDOWNED_IN_RECOVERY &&
+		!sync_data_file_systems())
+	{
+		cxt->failed = true;
+		cxt->save_errno = errno;
+	}
 	if (!cxt->failed && (!pg_strong_random(&token, sizeof(token)) ||
 						 !write_token(token)))
 	{
@@ -572,8 +637,7 @@ start_cold(const char *reason, bool log)
 	Warm->mode = BPEXT_START_COLD;
 	Warm->load_pending = false;
 	strlcpy(Warm->reason, reason, sizeof(Warm->reason));
-	if (log)
-		ereport(LOG, (errmsg("bpext: cold start: %s", reason)));
+	Warm->log_decision = log;
 }
 
 /*
@@ -759,10 +823,30 @@ decide(void)
 	Warm->pages_offset = warm.pages_offset;
 	Warm->rels_offset = warm.rels_offset;
 	Warm->nrels = warm.nrels;
-	ereport(LOG,
-			(errmsg("bpext: warm start: reusing the tier map saved at the shutdown checkpoint %X/%X (%llu pages of %u relation forks)",
-					LSN_FORMAT_ARGS(warm.checkpoint),
-					(unsigned long long) warm.npages, held)));
+	Warm->saved_checkpoint = warm.checkpoint;
+	Warm->held_rels = held;
+	Warm->log_decision = true;
+}
+
+/*
+ * In the worker, when it starts: the postmaster's decision, in one LOG
+ * line, once per start of the server.
+ */
+void
+bpext_warm_log_decision(void)
+{
+	if (Warm->decision_logged)
+		return;
+	Warm->decision_logged = true;
+	if (!Warm->log_decision)
+		return;
+	if (Warm->mode == BPEXT_START_WARM)
+		ereport(LOG,
+				(errmsg("bpext: warm start: reusing the tier map saved at the shutdown checkpoint %X/%X (%llu pages of %u relation forks)",
+						LSN_FORMAT_ARGS(Warm->saved_checkpoint),
+						(unsigned long long) Warm->npages, Warm->held_rels)));
+	else
+		ereport(LOG, (errmsg("bpext: cold start: %s", Warm->reason)));
 }
 
 /*

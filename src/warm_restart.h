@@ -23,7 +23,8 @@ extern void bpext_warm_shmem_init(bool found);
 /* The postmaster: decide at start, save at exit. */
 extern void bpext_warm_startup(void);
 
-/* The worker: take over the file and load the saved map. */
+/* The worker: say what was decided, take over the file, load the map. */
+extern void bpext_warm_log_decision(void);
 extern bool bpext_warm_load_pending(const char *path);
 extern int	bpext_warm_open(uint32 *nslots, char *err, size_t errlen);
 extern void bpext_warm_begin_load(int fd);

@@ -170,6 +170,7 @@ bpext_worker_main(Datum main_arg)
 	LWLockRelease(BpextCtl->control_lock);
 	before_shmem_exit(worker_detach, 0);
 
+	bpext_warm_log_decision();
 	forget_previous_worker();
 	bpext_apply_configuration();
 
