@@ -31,6 +31,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/fd.h"
+#include "storage/latch.h"
 #include "storage/smgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -43,6 +44,7 @@
 #include "scan_pool.h"
 #include "tier_io.h"
 #include "tier_map.h"
+#include "wait_events.h"
 
 PG_FUNCTION_INFO_V1(bpext_prewarm);
 
@@ -244,6 +246,19 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the bpext tier is not enabled"),
 				 errhint("Enable it with SELECT bpext_enable('/path/to/file', '10GB').")));
+
+	/*
+	 * While a warm start loads the saved map no slot can be taken: wait
+	 * for the load (seconds, even for a large tier) rather than read the
+	 * relation for nothing.
+	 */
+	while (pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, BPEXT_WAIT_EVENT(BPEXT_WAIT_WARM_LOAD));
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 
 	memset(&spec, 0, sizeof(spec));
 	spec.record_if_idle = true;

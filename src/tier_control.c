@@ -235,9 +235,14 @@ enable_tier_warm(const char *path, uint32 nslots)
 	}
 	take_file(fd, path, saved_nslots, dev, ino);
 
-	/* Slots stay closed to new pages until every saved one is loaded. */
+	/*
+	 * Slots stay closed to new pages until every saved one is loaded: a
+	 * process that sees the tier enabled must see warm_loading set.
+	 */
 	pg_atomic_write_u32(&BpextCtl->warm_loading, 1);
+	pg_write_barrier();
 	tier_map_set_active_slots(Min(saved_nslots, nslots));
+	pg_write_barrier();
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLED);
 	ereport(LOG,
 			(errmsg("bpext tier enabled: \"%s\", %llu MB, loading the saved map",
@@ -316,6 +321,32 @@ resize_tier(uint32 nslots)
 }
 
 /*
+ * A warm start's load is over (or given up): cut the saved map off the end
+ * of the file and open the slots to new pages.
+ */
+static void
+end_warm_load(void)
+{
+	if (worker_fd >= 0 &&
+		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED &&
+		ftruncate(worker_fd, TIER_FILE_SIZE(worker_nslots)) != 0)
+		bpext_tier_fail("could not remove the saved map from the tier file",
+						errno);
+	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
+}
+
+/* Tell the functions waiting in reload_and_wait what was applied. */
+static void
+note_applied(const char *path)
+{
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	BpextCtl->config_applied_at = GetCurrentTimestamp();
+	BpextCtl->applied_size_mb = bpext_size_mb;
+	strlcpy(BpextCtl->applied_path, path, sizeof(BpextCtl->applied_path));
+	LWLockRelease(BpextCtl->control_lock);
+}
+
+/*
  * Bring the tier in line with bpext.path and bpext.size.  Runs in the
  * worker after every configuration reload, and at its start.
  */
@@ -327,14 +358,35 @@ bpext_apply_configuration(void)
 	uint32		nslots;
 	bool		path_changed;
 
-	/* The end of a warm start's load applies what changed meanwhile. */
-	if (pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
-		return;
-
 	nslots = wanted_slots();
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
 	path_changed = strcmp(BpextCtl->path, path) != 0;
 	LWLockRelease(BpextCtl->control_lock);
+
+	/*
+	 * A warm start's load keeps the tier as the postmaster found it.  A
+	 * reload that changes nothing lets it go on; a new size, a new file or
+	 * switching the tier off ends it first (what was loaded stays), so
+	 * that bpext_resize, bpext_enable and bpext_disable never wait for a
+	 * large map to load.
+	 */
+	if (pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
+	{
+		bool		unchanged;
+
+		LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+		unchanged = BpextCtl->applied_size_mb == bpext_size_mb &&
+			strcmp(BpextCtl->applied_path, path) == 0;
+		LWLockRelease(BpextCtl->control_lock);
+		if (unchanged)
+		{
+			note_applied(path);
+			return;
+		}
+		bpext_warm_abandon("the tier's configuration changed during the load of the saved map");
+		end_warm_load();
+		state = pg_atomic_read_u32(&BpextCtl->state);
+	}
 
 	if (state == BPEXT_STATE_ERROR && worker_fd >= 0)
 		release_tier();
@@ -363,11 +415,7 @@ bpext_apply_configuration(void)
 		enable_tier(path, nslots);
 	}
 
-	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
-	BpextCtl->config_applied_at = GetCurrentTimestamp();
-	BpextCtl->applied_size_mb = bpext_size_mb;
-	strlcpy(BpextCtl->applied_path, path, sizeof(BpextCtl->applied_path));
-	LWLockRelease(BpextCtl->control_lock);
+	note_applied(path);
 }
 
 /*
@@ -403,10 +451,9 @@ bpext_tier_check_file(void)
 
 /*
  * From the worker's loop: load the next part of a saved map.  Once it is
- * all in (or given up), cut the saved map off the end of the file, open
- * the slots to new pages, and bring the file to the size bpext.size asks
- * for (configuration changes wait for the load).  Returns whether a load
- * is still under way.
+ * all in (or given up), end the load and bring the tier in line with the
+ * configuration, which may have been reloaded meanwhile.  Returns whether
+ * a load is still under way.
  */
 bool
 bpext_tier_warm_load_step(void)
@@ -416,12 +463,7 @@ bpext_tier_warm_load_step(void)
 	if (worker_fd >= 0 && bpext_warm_load_step(worker_fd))
 		return true;
 
-	if (worker_fd >= 0 &&
-		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED &&
-		ftruncate(worker_fd, TIER_FILE_SIZE(worker_nslots)) != 0)
-		bpext_tier_fail("could not remove the saved map from the tier file",
-						errno);
-	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
+	end_warm_load();
 	bpext_apply_configuration();
 	return false;
 }

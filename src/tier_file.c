@@ -117,6 +117,12 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 				 (int) n, BLCKSZ);
 		return false;
 	}
+	/* Durably: a saved map's description it wipes must not come back. */
+	if (fdatasync(fd) != 0)
+	{
+		snprintf(err, errlen, "could not fsync the tier file header: %m");
+		return false;
+	}
 	return true;
 }
 

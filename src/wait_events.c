@@ -37,6 +37,7 @@ static const char *const wait_event_names[BPEXT_WAIT_EVENT_COUNT] = {
 	"BpextScanWorkerIdle",
 	"BpextWorkerMain",
 	"BpextSettingsApplied",
+	"BpextWarmLoad",
 };
 
 /* Called by the postmaster once shared memory is set up. */

@@ -21,6 +21,8 @@ typedef enum BpextWaitEvent
 	BPEXT_WAIT_WORKER_MAIN,		/* the tier worker between push rounds */
 	BPEXT_WAIT_SETTINGS_APPLIED,	/* a backend waits for the worker to
 									 * apply new settings */
+	BPEXT_WAIT_WARM_LOAD,		/* bpext_prewarm waits for a warm start's
+								 * load */
 	BPEXT_WAIT_EVENT_COUNT
 } BpextWaitEvent;
 
