@@ -33,7 +33,15 @@ WORKLOAD_LABEL = {
     "tpcb": "TPC-B",
 }
 COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c", "D": "#9467bd",
-          "E0": "#7f7f7f", "E": "#17becf"}
+          "E0": "#7f7f7f", "E": "#17becf", "R0": "#d62728", "RC": "#ff7f0e",
+          "RW": "#1f77b4"}
+# R: select-only after a clean restart, per start mode.
+RESTART_ORDER = ["R0", "RC", "RW"]
+RESTART_LABEL = {
+    "R0": "no tier",
+    "RC": "tier, cold start",
+    "RW": "tier, warm start",
+}
 
 
 def parse_log(path):
@@ -62,6 +70,36 @@ def parse_log(path):
                     out["failed"] = int(m.group(1))
     except OSError:
         pass
+    return out
+
+
+def time_to_reach(progress, target, window=3):
+    """Seconds into a run at which throughput reached target and held it:
+    the first progress second from which the mean of the next window
+    seconds is at least target.  None if it never did."""
+    tps = [x[1] for x in progress]
+    for i, (t, _, _) in enumerate(progress):
+        ahead = tps[i:i + window]
+        if ahead and statistics.mean(ahead) >= target:
+            return t
+    return None
+
+
+def restart_figures(runs):
+    """Per R configuration: steady TPS before the restart, the restart run,
+    and the seconds to 90% of that steady TPS after the restart."""
+    out = {}
+    for c in RESTART_ORDER:
+        steady = [r for r in runs if r["config"] == c and r["tag"] == "steady" and r["tps"]]
+        after = [r for r in runs if r["config"] == c and r["tag"] == "restart" and r["progress"]]
+        if not steady or not after:
+            continue
+        s_tps = steady[0]["tps"]
+        prog = after[0]["progress"]
+        first10 = [x[1] for x in prog if x[0] <= 10]
+        out[c] = {"steady": s_tps, "run": after[0], "seconds": prog[-1][0],
+                  "first10": statistics.mean(first10) if first10 else None,
+                  "t90": time_to_reach(prog, 0.9 * s_tps)}
     return out
 
 
@@ -98,7 +136,7 @@ def main():
         if e["kind"] == "memory":
             memory.setdefault(e["config"], []).append(e["memory"])
 
-    slow_configs = {"A", "B", "D"}
+    slow_configs = {"A", "B", "D", "R0", "RC", "RW"}
     for r in runs:
         r.update(parse_log(os.path.join(res, r["log"])))
         secs = r["t1"] - r["t0"]
@@ -329,6 +367,37 @@ def main():
             derived.append(f"{r['config']} cold start select-only: {first:,.0f} TPS in the first "
                            f"quarter, {last:,.0f} in the last ({r['tps'] or 0:,.0f} overall)")
 
+    restart = restart_figures(runs)
+    if restart:
+        lines.append("## After a clean restart (select-only)\n")
+        lines.append("| configuration | tier start | steady TPS before | TPS in the first 10 s | "
+                     "time to 90% of steady |")
+        lines.append("|---|---|---|---|---|")
+        for c, f in restart.items():
+            conf = (tiers.get(c) or {}).get("configuration") or {}
+            mode = conf.get("start_mode", "-") if c != "R0" else "-"
+            if conf.get("cold_start_reason"):
+                mode += f" ({conf['cold_start_reason']})"
+            t90 = f"{f['t90']:.0f} s" if f["t90"] is not None else f"not within {f['seconds']:.0f} s"
+            lines.append(f"| {c} {RESTART_LABEL[c]} | {mode} | {fmt(f['steady'])} | "
+                         f"{fmt(f['first10'])} | {t90} |")
+            derived.append(f"{c} ({RESTART_LABEL[c]}): after a clean restart, 90% of its steady "
+                           f"{f['steady']:,.0f} TPS reached {t90 if f['t90'] is None else 'after ' + t90}"
+                           f"; {fmt(f['first10'])} TPS in the first 10 s")
+        lines.append("")
+        if "RW" in restart and "RC" in restart and restart["RW"]["t90"] is not None:
+            warm_t = max(restart["RW"]["t90"], 1.0)
+            cold_t = restart["RC"]["t90"]
+            if cold_t is not None:
+                v = cold_t / warm_t
+                value = f"{v:.1f}x ({warm_t:.0f} s vs {cold_t:.0f} s)"
+            else:
+                v = restart["RC"]["seconds"] / warm_t
+                value = f"> {v:.0f}x ({warm_t:.0f} s vs not within {restart['RC']['seconds']:.0f} s)"
+            derived.append(f"warm restart: 90% of steady select-only TPS {value} sooner than a cold tier")
+            target("warm vs cold restart, time to 90% of steady select-only TPS", value,
+                   ">= 10x sooner", v >= 10)
+
     for e in entries:
         if e["kind"] == "failure":
             derived.append(f"{e['config']}: FAILED: {e['what']} (see logs/server-{e['config']}.log)")
@@ -362,11 +431,11 @@ def main():
             wr.writerow({k: (round(v, 3) if isinstance(v, float) else v)
                          for k, v in r.items() if k in fields})
 
-    charts(res, runs, tps, present, all_workloads)
+    charts(res, runs, tps, present, all_workloads, restart)
     print(md)
 
 
-def charts(res, runs, tps, present, workloads):
+def charts(res, runs, tps, present, workloads, restart):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -375,7 +444,24 @@ def charts(res, runs, tps, present, workloads):
         print("(no matplotlib: no charts)")
         return
 
-    # Throughput per configuration, grouped by workload, log scale.
+    if present:
+        tps_chart(plt, res, tps, present, workloads)
+
+    # Throughput over time: one panel per workload (each configuration's
+    # measured run; E/E0 their first round), the cold starts of A and B,
+    # and the restarts of R.
+    panels = [(w, "main") for w in workloads] if present else []
+    if any(r["tag"] == "cold" for r in runs):
+        panels.insert(0, ("select", "cold"))
+    if restart:
+        panels.insert(0, ("select", "restart"))
+    if not panels:
+        return
+    timeline_chart(plt, res, runs, restart, panels)
+
+
+def tps_chart(plt, res, tps, present, workloads):
+    """Throughput per configuration, grouped by workload, log scale."""
     fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 4.6), squeeze=False)
     for ax, w in zip(axes[0], workloads):
         cs = [c for c in present if (c, w) in tps]
@@ -401,14 +487,26 @@ def charts(res, runs, tps, present, workloads):
     fig.savefig(os.path.join(res, "tps.png"), dpi=110)
     plt.close(fig)
 
-    # Throughput over time: one panel per workload (each configuration's
-    # measured run; E/E0 their first round), and the cold starts of A and B.
-    panels = [(w, "main") for w in workloads]
-    if any(r["tag"] == "cold" for r in runs):
-        panels.insert(0, ("select", "cold"))
+
+def timeline_chart(plt, res, runs, restart, panels):
+    """Throughput over time, one panel per (workload, run tag)."""
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.8 * len(panels)), squeeze=False)
     for ax, (w, tag) in zip(axes[:, 0], panels):
         drawn = []
+        if tag == "restart":
+            for c, f in restart.items():
+                prog = f["run"]["progress"]
+                ax.plot([x[0] for x in prog], [x[1] for x in prog], color=COLORS[c],
+                        linewidth=1.2, label=f"{c} {RESTART_LABEL[c]}"
+                        + (f" (90% at {f['t90']:.0f} s)" if f["t90"] is not None else " (90% not reached)"))
+                ax.axhline(0.9 * f["steady"], color=COLORS[c], linestyle=":", linewidth=0.8)
+            ax.set_title("select-only after a clean restart (dotted: 90% of each one's steady TPS "
+                         "before the restart)", fontsize=10)
+            ax.set_ylabel("TPS")
+            ax.set_yscale("log")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="lower right")
+            continue
         for c in CONFIG_ORDER:
             sel = [r for r in runs if r["config"] == c and r["workload"] == w and
                    (r["tag"] == tag or (tag == "main" and c in ("E", "E0") and r["tag"] == "r1"))]

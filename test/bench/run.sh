@@ -36,6 +36,7 @@ THREADS=2               # pgbench threads
 SCAN_CLIENTS=2          # clients of the scan workload (each scan is parallel)
 DURATION=25             # seconds per measured run
 COLD_SECONDS=15         # select-only from a cold start in A and B (0: skip)
+RESTART_SECONDS=120     # R: select-only after a clean restart, per start mode
 OVERHEAD_DURATION=15    # seconds per E/E0 run
 ROUNDS=2                # E0/E rounds, ABBA order
 IOPS=1000               # read and write IOPS of the slow data disk
@@ -50,7 +51,7 @@ TIER_SIZE=auto          # MB, B and E: large enough to hold the database
 ADMISSION=evict         # bpext.admission in B and E
 WRITE_POLICY=dual_write # bpext.write_policy in B and E
 DIRECT_IO=off           # bpext.direct_io in B and E (bpext's default)
-CONFIGS=A,B,C,D,E
+CONFIGS=A,B,C,D,E,R
 WORKLOADS=select,skew,scan,tpcb
 OVERHEAD_WORKLOADS=select,tpcb
 SKEW=exponential:4      # exponential:P or zipfian:S over aid
@@ -75,6 +76,7 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --scan-clients N       clients for the scan workload (default $SCAN_CLIENTS)
   --duration S           seconds per measured run (default $DURATION)
   --cold-seconds S       select-only from a cold start in A and B, 0 skips (default $COLD_SECONDS)
+  --restart-seconds S    R: select-only after a clean restart (default $RESTART_SECONDS)
   --overhead-duration S  seconds per E/E0 run (default $OVERHEAD_DURATION)
   --rounds N             E0/E rounds, alternating ABBA (default $ROUNDS)
   --iops N               read and write IOPS limit of the slow disk (default $IOPS)
@@ -90,7 +92,8 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --direct-io on|off     bpext.direct_io in B and E (default $DIRECT_IO)
   --io-method M          io_method of every configuration, 18 and later: sync, worker
                          or io_uring (default: the server's, worker)
-  --configs LIST         of A,B,C,D,E (E runs E and E0) (default $CONFIGS)
+  --configs LIST         of A,B,C,D,E,R (E runs E and E0; R runs R0, RC, RW)
+                         (default $CONFIGS)
   --workloads LIST       of select,skew,scan,tpcb, run in this order (default $WORKLOADS)
   --overhead-workloads LIST  workloads of E/E0 (default $OVERHEAD_WORKLOADS)
   --skew DIST:P          exponential:P or zipfian:S for the skew workload (default $SKEW)
@@ -109,6 +112,8 @@ Configurations:
   C   data on the fast disk, unthrottled; RAM budget (the SSD ceiling)
   D   shared_buffers holding everything; data on the throttled disk (the RAM ceiling)
   E   bpext loaded, tier on, data fits in shared_buffers; E0 the same without bpext
+  R   after a clean restart, as A (R0), as B with the tier starting cold (RC,
+      bpext.warm_restart off) and starting warm (RW): throughput over time
 EOF
 }
 
@@ -137,6 +142,7 @@ while [ $# -gt 0 ]; do
         --scan-clients) SCAN_CLIENTS=$(int_arg "$opt" "$val"); shift ;;
         --duration) DURATION=$(int_arg "$opt" "$val"); shift ;;
         --cold-seconds) COLD_SECONDS=$(int_arg "$opt" "$val"); shift ;;
+        --restart-seconds) RESTART_SECONDS=$(int_arg "$opt" "$val"); shift ;;
         --overhead-duration) OVERHEAD_DURATION=$(int_arg "$opt" "$val"); shift ;;
         --rounds) ROUNDS=$(int_arg "$opt" "$val"); shift ;;
         --iops) IOPS=$(int_arg "$opt" "$val"); shift ;;
@@ -174,7 +180,7 @@ WRITE_IOPS=${WRITE_IOPS:-$IOPS}
 has() { [[ ",$1," == *",$2,"* ]]; }
 [[ -z $IO_METHOD || $IO_METHOD =~ ^(sync|worker|io_uring)$ ]] ||
     die "--io-method: sync, worker or io_uring, not $IO_METHOD"
-for c in ${CONFIGS//,/ }; do [[ $c =~ ^(A|B|C|D|E)$ ]] || die "--configs: unknown configuration $c"; done
+for c in ${CONFIGS//,/ }; do [[ $c =~ ^(A|B|C|D|E|R)$ ]] || die "--configs: unknown configuration $c"; done
 for w in ${WORKLOADS//,/ } ${OVERHEAD_WORKLOADS//,/ }; do
     [[ $w =~ ^(select|skew|scan|tpcb)$ ]] || die "unknown workload $w"
 done
@@ -569,6 +575,7 @@ cat > "$RESULTS/params.json" <<JSON
  "bpext_commit": $(jstr "$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)"),
  "cgroup": "$CG_MODE", "scale": $SCALE, "clients": $CLIENTS, "threads": $THREADS,
  "scan_clients": $SCAN_CLIENTS, "duration": $DURATION, "cold_seconds": $COLD_SECONDS,
+ "restart_seconds": $RESTART_SECONDS,
  "overhead_duration": $OVERHEAD_DURATION, "rounds": $ROUNDS,
  "read_iops": $READ_IOPS, "write_iops": $WRITE_IOPS, "mbps": $MBPS, "readahead_kb": $READAHEAD_KB,
  "ram_mb": $RAM, "shared_buffers_mb": $SHARED_BUFFERS, "big_shared_buffers_mb": $BIG_SB,
@@ -604,7 +611,9 @@ start_config() {   # name data-dir slow(0|1) shared-buffers-MB ram-MB bpext(0|1)
                "bpext.max_size = ${TIER_SIZE}MB"
                "bpext.admission = $ADMISSION"
                "bpext.write_policy = $WRITE_POLICY"
-               "bpext.direct_io = $DIRECT_IO")
+               "bpext.direct_io = $DIRECT_IO"
+               # B and E measure a tier that starts empty; only RW keeps it.
+               "bpext.warm_restart = ${WARM_RESTART:-off}")
     fi
     write_conf "$data" "$sb" "${extra[@]}"
     drop_caches
@@ -754,6 +763,24 @@ slow_config() {   # name bpext sb ram warm-mode cold(0|1)
     stop_config immediate
 }
 
+# R: select-only over time right after a clean restart (fast shutdown),
+# from the state a warmed-up server was in: steady throughput first, then
+# the restart, with the page cache dropped in between as after a reboot.
+restart_config() {   # name bpext(0|1) warm_restart(on|off) warm-mode
+    local name=$1 bpext=$2 warm_restart=$3 warm_mode=$4
+    fresh_copy "$SLOWDATA" 1
+    WARM_RESTART=$warm_restart start_config "$name" "$SLOWDATA" 1 "$SHARED_BUFFERS" "$RAM" "$bpext" ||
+        { stop_config; return 0; }
+    warm "$warm_mode"
+    run_pgbench select "$DURATION" steady
+    stop_server "$SLOWDATA" fast
+    drop_caches
+    pg_start || { stop_config; return 0; }
+    [ "$bpext" = 1 ] && say "$name: $(psql_at -c "SELECT 'tier start: ' || start_mode || coalesce(' (' || cold_start_reason || ')', '') FROM bpext_configuration")"
+    run_pgbench select "$RESTART_SECONDS" restart
+    stop_config immediate
+}
+
 describe() {
     case $1 in
         A) echo "A: no tier, data on the ${READ_IOPS}-IOPS disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB" ;;
@@ -761,12 +788,13 @@ describe() {
         C) echo "C: data on the fast disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB (SSD ceiling)" ;;
         D) echo "D: shared_buffers ${BIG_SB}MB, data on the ${READ_IOPS}-IOPS disk, RAM ${BIG_RAM}MB (RAM ceiling)" ;;
         E) echo "E/E0: shared_buffers ${BIG_SB}MB, data on the fast disk, RAM ${BIG_RAM}MB, bpext tier on / not loaded" ;;
+        R) echo "R: select-only for ${RESTART_SECONDS} s after a clean restart: no tier (R0), tier starting cold (RC), tier starting warm (RW)" ;;
     esac
 }
 
 # ---------------------------------------------------------------- the run
 say "database ${DB_MB}MB; tier ${TIER_SIZE}MB; large shared_buffers ${BIG_SB}MB"
-for c in A B C D E; do has "$CONFIGS" "$c" && say "  $(describe "$c")"; done
+for c in A B C D E R; do has "$CONFIGS" "$c" && say "  $(describe "$c")"; done
 
 if has "$CONFIGS" A; then
     phase "$(describe A)"
@@ -805,6 +833,13 @@ if has "$CONFIGS" E; then
             stop_config fast
         done
     done
+fi
+
+if has "$CONFIGS" R; then
+    phase "$(describe R)"
+    restart_config R0 0 off read
+    restart_config RC 1 off bpext
+    restart_config RW 1 on bpext
 fi
 
 phase "report"
