@@ -433,6 +433,50 @@ is($standby->safe_psql('postgres', 'SELECT count(*) FROM u'),
 	'0', 'the unlogged table is empty after recovery (seq scan)');
 $standby->safe_psql('postgres', 'DROP TABLE u');
 
+# --- a standby whose replay rewrites saved pages before the load ------------------------
+# With hot_standby off, the bpext worker starts only at promotion, so the
+# whole replay (every row of t updated, w truncated and refilled) runs
+# between the postmaster's decision and the load of the saved map: the
+# load must publish none of the pages replay wrote, and every page of
+# table keep, which nothing touched after the standby's last restartpoint.
+$standby->safe_psql('postgres', q{
+	CREATE TABLE keep AS SELECT i, repeat('k', 200) AS pad FROM generate_series(1, 20000) i;
+	CHECKPOINT;
+});
+$offset = log_offset($node);
+$node->start;
+wait_started($node, $offset);
+$standby->wait_for_catchup($node);
+# A restartpoint first: replay will not write keep again, and its pages
+# are in its data file for bpext_prewarm to read.
+$node->safe_psql('postgres', 'CHECKPOINT');
+my $keep_pages = $node->safe_psql('postgres', "SELECT bpext_prewarm('keep')");
+cmp_ok($keep_pages, '>', 100, "replay before the load: keep prewarmed ($keep_pages pages)");
+$node->stop;
+$node->append_conf('postgresql.conf', "hot_standby = off\n");
+$standby->safe_psql('postgres',
+	'TRUNCATE w; INSERT INTO w SELECT i FROM generate_series(1, 5000) i');
+$ver = 7;
+set_ver($standby, $ver);
+$offset = log_offset($node);
+$node->start;
+$standby->wait_for_catchup($node);
+$node->promote;
+# Nearly all of keep: the write counters are hashed (65536 of them), so
+# replay's writes to t and w also stop a few unrelated pages.
+check_warm($node, 'replay before the load', $offset,
+	min_reused => int($keep_pages * 0.9), min_reads => 0);
+my $reused = bpext_config($node)->{pages_reused};
+my ($saved) = slurp_file($node->logfile, $offset) =~
+  /warm start: reusing .* \((\d+) pages of \d+ relation forks\)/;
+cmp_ok($reused, '<', $saved // 0,
+	"replay before the load: the pages replay wrote were not reused ($reused of "
+	  . ($saved // '?') . ')');
+is($node->safe_psql('postgres', 'SELECT count(*), min(i), max(i) FROM w'),
+	'5000|1|5000', 'replay before the load: w reads as refilled');
+$node->stop;
+$node->adjust_conf('postgresql.conf', 'hot_standby', 'on');
+
 # --- the 1.0 -> 1.1 update --------------------------------------------------------------
 $standby->safe_psql('postgres', q{
 	CREATE DATABASE upd;
