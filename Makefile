@@ -59,9 +59,13 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h)
 PROVE_FLAGS = -I $(srcdir)/test/perl
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
-.PHONY: bench bench-scan
+.PHONY: bench bench-scan bench-instructions
 bench: all
 	test/bench/run.sh $(BENCH_ARGS)
+
+# Instructions per transaction under callgrind, without and with bpext.
+bench-instructions: all
+	test/bench/instructions.sh $(BENCH_ARGS)
 
 # Scan scaling of the worker pool, serial against parallel (test/bench/README.md).
 bench-scan: all
