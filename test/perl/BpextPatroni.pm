@@ -80,6 +80,17 @@ sub _http_json
 	return eval { JSON::PP::decode_json($r->{content}) };
 }
 
+# SIGTERM to the child an object started ($obj->{handle}), SIGKILL if it
+# is still there after grace seconds.
+sub _stop_child
+{
+	my ($obj, $grace) = @_;
+	return unless $obj->{handle};
+	$obj->{handle}->kill_kill(grace => $grace);
+	delete $obj->{handle};
+	return;
+}
+
 # Wait until exactly one node says it is the running leader; return it.
 sub wait_for_leader
 {
@@ -146,9 +157,7 @@ sub host { my ($self) = @_; return "127.0.0.1:$self->{client_port}"; }
 sub stop
 {
 	my ($self) = @_;
-	return unless $self->{handle};
-	$self->{handle}->kill_kill(grace => 30);
-	delete $self->{handle};
+	BpextPatroni::_stop_child($self, 30);
 	return;
 }
 
@@ -279,9 +288,7 @@ sub start
 sub stop
 {
 	my ($self) = @_;
-	return unless $self->{handle};
-	$self->{handle}->kill_kill(grace => 90);
-	delete $self->{handle};
+	BpextPatroni::_stop_child($self, 90);
 	return;
 }
 
