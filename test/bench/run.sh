@@ -39,6 +39,7 @@ COLD_SECONDS=15         # select-only from a cold start in A and B (0: skip)
 RESTART_SECONDS=120     # R: select-only after a clean restart, per start mode
 OVERHEAD_DURATION=15    # seconds per E/E0 run
 ROUNDS=2                # E0/E rounds, ABBA order
+AB_ROUNDS=3             # A/B rounds, ABBA order: B/A per round, its median and spread
 IOPS=1000               # read and write IOPS of the slow data disk
 READ_IOPS=""            # override the read or write limit alone
 WRITE_IOPS=""
@@ -52,9 +53,10 @@ ADMISSION=evict         # bpext.admission in B and E
 WRITE_POLICY=dual_write # bpext.write_policy in B and E
 DIRECT_IO=off           # bpext.direct_io in B and E (bpext's default)
 CONFIGS=A,B,C,D,E,R
-WORKLOADS=select,skew,scan,tpcb
+WORKLOADS=select,skew,skewrw,scan,tpcb
 OVERHEAD_WORKLOADS=select,tpcb
 SKEW=exponential:4      # exponential:P or zipfian:S over aid
+SKEW_UPDATE_PCT=20      # skewrw: share of transactions that update a row
 PROTOCOL=prepared
 PROGRESS_EVERY=5        # show every Nth 1-second progress line
 WORKDIR_PARENT=/var/tmp # fast local disk: tier file, C/E data, loop backing file
@@ -79,6 +81,8 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --restart-seconds S    R: select-only after a clean restart (default $RESTART_SECONDS)
   --overhead-duration S  seconds per E/E0 run (default $OVERHEAD_DURATION)
   --rounds N             E0/E rounds, alternating ABBA (default $ROUNDS)
+  --ab-rounds N          A/B rounds, alternating ABBA; each its own server start on
+                         a fresh copy of the dataset (default $AB_ROUNDS)
   --iops N               read and write IOPS limit of the slow disk (default $IOPS)
   --read-iops N, --write-iops N   set one of the two alone
   --mbps N               also limit the slow disk's bandwidth (default $MBPS = none)
@@ -94,9 +98,11 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
                          or io_uring (default: the server's, worker)
   --configs LIST         of A,B,C,D,E,R (E runs E and E0; R runs R0, RC, RW)
                          (default $CONFIGS)
-  --workloads LIST       of select,skew,scan,tpcb, run in this order (default $WORKLOADS)
+  --workloads LIST       of select,skew,skewrw,scan,tpcb, run in this order
+                         (default $WORKLOADS)
   --overhead-workloads LIST  workloads of E/E0 (default $OVERHEAD_WORKLOADS)
-  --skew DIST:P          exponential:P or zipfian:S for the skew workload (default $SKEW)
+  --skew DIST:P          exponential:P or zipfian:S for skew and skewrw (default $SKEW)
+  --skew-update-pct N    skewrw: percentage of transactions that update (default $SKEW_UPDATE_PCT)
   --protocol P           pgbench -M (default $PROTOCOL)
   --progress-every N     print every Nth per-second progress line (default $PROGRESS_EVERY)
   --workdir-parent DIR   where the work directory goes, on the fast disk (default $WORKDIR_PARENT)
@@ -145,6 +151,7 @@ while [ $# -gt 0 ]; do
         --restart-seconds) RESTART_SECONDS=$(int_arg "$opt" "$val"); shift ;;
         --overhead-duration) OVERHEAD_DURATION=$(int_arg "$opt" "$val"); shift ;;
         --rounds) ROUNDS=$(int_arg "$opt" "$val"); shift ;;
+        --ab-rounds) AB_ROUNDS=$(int_arg "$opt" "$val"); shift ;;
         --iops) IOPS=$(int_arg "$opt" "$val"); shift ;;
         --read-iops) READ_IOPS=$(int_arg "$opt" "$val"); shift ;;
         --write-iops) WRITE_IOPS=$(int_arg "$opt" "$val"); shift ;;
@@ -162,6 +169,7 @@ while [ $# -gt 0 ]; do
         --workloads) WORKLOADS=$val; shift ;;
         --overhead-workloads) OVERHEAD_WORKLOADS=$val; shift ;;
         --skew) SKEW=$val; shift ;;
+        --skew-update-pct) SKEW_UPDATE_PCT=$(int_arg "$opt" "$val"); shift ;;
         --protocol) PROTOCOL=$val; shift ;;
         --progress-every) PROGRESS_EVERY=$(int_arg "$opt" "$val"); shift ;;
         --workdir-parent) WORKDIR_PARENT=$val; shift ;;
@@ -182,13 +190,15 @@ has() { [[ ",$1," == *",$2,"* ]]; }
     die "--io-method: sync, worker or io_uring, not $IO_METHOD"
 for c in ${CONFIGS//,/ }; do [[ $c =~ ^(A|B|C|D|E|R)$ ]] || die "--configs: unknown configuration $c"; done
 for w in ${WORKLOADS//,/ } ${OVERHEAD_WORKLOADS//,/ }; do
-    [[ $w =~ ^(select|skew|scan|tpcb)$ ]] || die "unknown workload $w"
+    [[ $w =~ ^(select|skew|skewrw|scan|tpcb)$ ]] || die "unknown workload $w"
 done
 [[ $ADMISSION =~ ^(evict|read)$ ]] || die "--admission: evict or read"
 [[ $WRITE_POLICY =~ ^(dual_write|invalidate)$ ]] || die "--write-policy: dual_write or invalidate"
 [[ $DIRECT_IO =~ ^(on|off)$ ]] || die "--direct-io: on or off"
 [[ $SKEW =~ ^(exponential|zipfian):[0-9.]+$ ]] || die "--skew: exponential:P or zipfian:S"
 [ "$SCALE" -ge 1 ] && [ "$CLIENTS" -ge 1 ] && [ "$DURATION" -ge 1 ] || die "scale, clients and duration must be positive"
+[ "$AB_ROUNDS" -ge 1 ] || die "--ab-rounds must be at least 1"
+[ "$SKEW_UPDATE_PCT" -le 100 ] || die "--skew-update-pct: 0 to 100"
 [ "$READ_IOPS" -ge 1 ] && [ "$WRITE_IOPS" -ge 1 ] || die "IOPS limits must be positive"
 [ "$RAM" -gt $((SHARED_BUFFERS + 64)) ] || die "--ram ${RAM}MB leaves nothing beside shared_buffers ${SHARED_BUFFERS}MB"
 
@@ -530,6 +540,13 @@ cat > "$WORK/scripts/skew.sql" <<SQL
 \\set aid random_${SKEW_DIST}(1, $NACCOUNTS, $SKEW_PARAM)
 SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
 SQL
+# skewrw: the same skewed keys, read by most transactions and updated by
+# SKEW_UPDATE_PCT of them (pgbench picks a script per transaction by weight).
+cat > "$WORK/scripts/skewrw_update.sql" <<SQL
+\\set aid random_${SKEW_DIST}(1, $NACCOUNTS, $SKEW_PARAM)
+\\set delta random(-5000, 5000)
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SQL
 cat > "$WORK/scripts/scan.sql" <<SQL
 SELECT sum(abalance), count(*) FROM pgbench_accounts;
 SQL
@@ -576,18 +593,19 @@ cat > "$RESULTS/params.json" <<JSON
  "cgroup": "$CG_MODE", "scale": $SCALE, "clients": $CLIENTS, "threads": $THREADS,
  "scan_clients": $SCAN_CLIENTS, "duration": $DURATION, "cold_seconds": $COLD_SECONDS,
  "restart_seconds": $RESTART_SECONDS,
- "overhead_duration": $OVERHEAD_DURATION, "rounds": $ROUNDS,
+ "overhead_duration": $OVERHEAD_DURATION, "rounds": $ROUNDS, "ab_rounds": $AB_ROUNDS,
  "read_iops": $READ_IOPS, "write_iops": $WRITE_IOPS, "mbps": $MBPS, "readahead_kb": $READAHEAD_KB,
  "ram_mb": $RAM, "shared_buffers_mb": $SHARED_BUFFERS, "big_shared_buffers_mb": $BIG_SB,
  "big_ram_mb": $BIG_RAM, "tier_size_mb": $TIER_SIZE, "admission": "$ADMISSION",
  "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO", "io_method": "${IO_METHOD:-default}", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
- "overhead_workloads": "$OVERHEAD_WORKLOADS", "skew": "$SKEW", "protocol": "$PROTOCOL",
+ "overhead_workloads": "$OVERHEAD_WORKLOADS", "skew": "$SKEW",
+ "skew_update_pct": $SKEW_UPDATE_PCT, "protocol": "$PROTOCOL",
  "db_bytes": $DB_BYTES, "accounts_bytes": $ACC_BYTES, "accounts_pkey_bytes": $IDX_BYTES,
  "fast_dir": $(jstr "$WORK"), "slow_device": $(jstr "$LOOP")}
 JSON
 
 # ---------------------------------------------------------------- one configuration's server
-CUR_CFG=""; CUR_DATA=""; CUR_BPEXT=0; CG=""
+CUR_CFG=""; CUR_DATA=""; CUR_BPEXT=0; CG=""; CUR_ROUND=""
 
 fresh_copy() {   # target-dir on-slow-disk(0|1)
     local target=$1 slow=$2
@@ -677,10 +695,12 @@ run_pgbench() {   # workload seconds tag
         select) args=(-S) ;;
         tpcb) args=() ;;
         skew) args=(-f "$WORK/scripts/skew.sql") ;;
+        skewrw) args=(-f "$WORK/scripts/skew.sql@$((100 - SKEW_UPDATE_PCT))"
+                      -f "$WORK/scripts/skewrw_update.sql@$SKEW_UPDATE_PCT") ;;
         scan) args=(-f "$WORK/scripts/scan.sql"); clients=$SCAN_CLIENTS ;;
     esac
     local threads=$(( THREADS < clients ? THREADS : clients ))
-    local log=$RESULTS/runs/$CUR_CFG-$wl-$tag.log
+    local log=$RESULTS/runs/$CUR_CFG-$wl-$tag${CUR_ROUND:+-r$CUR_ROUND}.log
     phase "$CUR_CFG: $wl ($tag), $clients clients, $secs s"
     local dev0 bp0 db0 t0 t1 rc=0
     dev0=$(loop_stat_json); bp0=$(bpext_json); db0=$(db_json)
@@ -706,8 +726,37 @@ run_pgbench() {   # workload seconds tag
         tail -n 5 "$log" | sed 's/^/    /'
     fi
     say "$CUR_CFG $wl ($tag): ${tps:-?} tps, latency ${lat:-?} ms, data disk $(loop_delta "$dev0" "$(loop_stat_json)" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")"
-    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
+    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"round\":${CUR_ROUND:-1},\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
+    case $CUR_CFG in A|B) cache_snapshot "$wl" "$tag" ;; esac
 }
+
+# What the page cache holds of pgbench_accounts and its key, and of the tier
+# file, and how many pages it holds twice: as a data-file page and as the
+# tier's copy of the same block (page_cache.py; it reads nothing).
+cache_json() {
+    local rels map=$WORK/slotmap.tsv args=()
+    rels=$(psql_at -c "SELECT pg_relation_filepath(r) FROM unnest(ARRAY['pgbench_accounts',
+                         'pgbench_accounts_pkey']::regclass[]) r") || return 1
+    if [ "$CUR_BPEXT" = 1 ]; then
+        psql_at -F $'\t' -c "SELECT d.bufferid, pg_relation_filepath(c.oid), d.relblocknumber
+                             FROM bpext_buffer_descriptors d
+                             JOIN pg_class c ON c.relfilenode = d.relfilenode
+                            WHERE d.is_in_bpool_extension AND d.relforknumber = 0
+                              AND d.reldatabase = (SELECT oid FROM pg_database
+                                                    WHERE datname = current_database())
+                              AND c.relname IN ('pgbench_accounts', 'pgbench_accounts_pkey')" \
+            > "$map" || return 1
+        args=(--tier "$TIERFILE" "$map")
+    fi
+    # shellcheck disable=SC2086
+    (cd "$CUR_DATA" && python3 "$HERE/page_cache.py" $rels "${args[@]}")
+}
+cache_snapshot() {   # workload tag: after a run of A or B
+    local c
+    c=$(cache_json) || { say "warning: $CUR_CFG: could not measure the page cache"; return 0; }
+    emit "{\"kind\":\"cache\",\"config\":\"$CUR_CFG\",\"workload\":\"$1\",\"tag\":\"$2\",\"round\":${CUR_ROUND:-1},\"cache\":$c}"
+}
+
 loop_delta() {   # before-json after-json seconds -> "N r/s, M w/s"
     local r0 w0 r1 w1
     r0=$(sed 's/.*"reads":\([0-9]*\).*/\1/' <<< "$1"); w0=$(sed 's/.*"writes":\([0-9]*\).*/\1/' <<< "$1")
@@ -796,14 +845,27 @@ describe() {
 say "database ${DB_MB}MB; tier ${TIER_SIZE}MB; large shared_buffers ${BIG_SB}MB"
 for c in A B C D E R; do has "$CONFIGS" "$c" && say "  $(describe "$c")"; done
 
-if has "$CONFIGS" A; then
-    phase "$(describe A)"
-    slow_config A 0 "$SHARED_BUFFERS" "$RAM" read 1
-fi
-if has "$CONFIGS" B; then
-    phase "$(describe B)"
-    slow_config B 1 "$SHARED_BUFFERS" "$RAM" bpext 1
-fi
+# A and B alternate for AB_ROUNDS rounds in ABBA order (A B, B A, A B, ...),
+# each run its own server start on a fresh copy of the dataset, so that a
+# drift of the shared machine lands on both and B/A comes with its spread.
+# Only the first round runs the cold start.
+ab_order=""
+for r in $(seq 1 "$AB_ROUNDS"); do
+    if [ $((r % 2)) = 1 ]; then pair="A B"; else pair="B A"; fi
+    for c in $pair; do has "$CONFIGS" "$c" && ab_order+=" $r:$c"; done
+done
+for rc in $ab_order; do
+    r=${rc%%:*}; c=${rc#*:}
+    [ "$AB_ROUNDS" -gt 1 ] && CUR_ROUND=$r
+    phase "$(describe "$c")${CUR_ROUND:+, round $r of $AB_ROUNDS}"
+    cold=0; [ "$r" = 1 ] && cold=1
+    if [ "$c" = A ]; then
+        slow_config A 0 "$SHARED_BUFFERS" "$RAM" read "$cold"
+    else
+        slow_config B 1 "$SHARED_BUFFERS" "$RAM" bpext "$cold"
+    fi
+done
+CUR_ROUND=""
 if has "$CONFIGS" C; then
     phase "$(describe C)"
     fresh_copy "$FASTDATA" 0
