@@ -285,6 +285,7 @@ enable_tier(const char *path, uint32 nslots)
 	}
 	/* A new file, then a new epoch; only then may the map take pages. */
 	take_file(fd, path, nslots, dev, ino);
+	bpext_warm_note_cold_enable();
 	tier_map_set_active_slots(nslots);
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLED);
 	ereport(LOG,

@@ -1077,6 +1077,26 @@ bpext_warm_abandon(const char *why)
 			(errmsg("bpext: cold start: %s", why)));
 }
 
+/*
+ * The tier is being enabled empty, not by a warm start's load: it was
+ * switched off (or moved to another file) after a warm start and is on
+ * again.  Nothing of the saved map is in it any more, so the view must
+ * stop calling its start warm.
+ */
+void
+bpext_warm_note_cold_enable(void)
+{
+	if (Warm->mode != BPEXT_START_WARM)
+		return;
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	Warm->mode = BPEXT_START_COLD;
+	strlcpy(Warm->reason,
+			"the tier was switched off after a warm start and started again empty",
+			sizeof(Warm->reason));
+	LWLockRelease(BpextCtl->control_lock);
+	pg_atomic_write_u64(&Warm->pages_reused, 0);
+}
+
 void
 bpext_warm_status(BpextStartMode *mode, char *reason, size_t reasonlen,
 				  uint64 *pages_reused)

@@ -152,6 +152,24 @@ $offset = log_offset($node);
 $node->restart;
 check_warm($node, 'second restart', $offset);
 
+# Switched off and on again, the tier starts empty: its start is no longer
+# the warm one the view reported.
+my ($tier_path, $tier_size) = split /\|/,
+  $node->safe_psql('postgres',
+	"SELECT current_setting('bpext.path'), current_setting('bpext.size')");
+$node->safe_psql('postgres', 'SELECT bpext_disable()');
+$node->safe_psql('postgres',
+	"SELECT bpext_enable('$tier_path', '$tier_size')");
+my $reenabled = bpext_config($node);
+is($reenabled->{start_mode}, 'cold', 'off and on again: start_mode cold');
+like(
+	$reenabled->{cold_start_reason} // '',
+	qr/switched off after a warm start/,
+	'off and on again: reason');
+is($reenabled->{pages_reused}, 0, 'off and on again: nothing reused');
+$node->safe_psql('postgres',
+	"ALTER SYSTEM RESET bpext.path; ALTER SYSTEM RESET bpext.size; SELECT pg_reload_conf()");
+
 # --- bpext.warm_restart = off --------------------------------------------------
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET bpext.warm_restart = off; SELECT pg_reload_conf();");
