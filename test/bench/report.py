@@ -267,7 +267,7 @@ def main():
             per_round = ab_rounds(runs, w)
             if not per_round:
                 continue
-            cells = {n: f"{b / a:.2f} ({a:,.0f} / {b:,.0f})" for n, a, b, _ in per_round}
+            cells = {n: f"{b / a:.2f} ({fmt(a)} / {fmt(b)})" for n, a, b, _ in per_round}
             vals = [x[3] for x in per_round]
             lines.append(f"| {WORKLOAD_LABEL[w]} | "
                          + " | ".join(cells.get(n, "-") for n in range(1, nrounds + 1))
