@@ -294,8 +294,9 @@ def main():
     if caches:
         lines.append("## Page cache after each run (pgbench_accounts and its key)\n")
         lines.append("| config | workload | run | round | data files MB | tier file MB | "
-                     "cached twice MB | share of the tier's cached pages cached twice |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+                     "cached twice MB | share of the tier's cached pages cached twice | "
+                     "dirty or under writeback MB |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for e in caches:
             c = e["cache"]
             mb = lambda n: "-" if n is None else f"{n * 8192 / 1048576:,.0f}"
@@ -303,10 +304,12 @@ def main():
             both = c.get("double_cached_pages")
             lines.append(f"| {e['config']} | {e['workload']} | {e['tag']} | {e.get('round', 1)} | "
                          f"{mb(c['data_resident_pages'])} | {mb(tier_res)} | {mb(both)} | "
-                         f"{fmt(ratio(None if both is None else 100.0 * both, tier_res), 1, '%')} |")
+                         f"{fmt(ratio(None if both is None else 100.0 * both, tier_res), 1, '%')} | "
+                         f"{fmt(None if e.get('dirty_bytes') is None else e['dirty_bytes'] / 1048576)} |")
         lines.append("\nMeasured with mincore(2) right after each run (test/bench/page_cache.py). "
                      "\"Cached twice\": a block resident both as a data-file page and as its "
-                     "copy in the tier file, inside the same memory budget.\n")
+                     "copy in the tier file, inside the same memory budget. Dirty: the server's "
+                     "memory cgroup's dirty and under-writeback page cache (all files).\n")
 
     # -- warm-ups
     if prewarms:

@@ -751,10 +751,19 @@ cache_json() {
     # shellcheck disable=SC2086
     (cd "$CUR_DATA" && python3 "$HERE/page_cache.py" $rels "${args[@]}")
 }
+# Dirty and under-writeback page cache of the server's cgroup, in bytes:
+# pages no advice can drop before the slow disk has taken them.
+cg_dirty_bytes() {
+    if [ "$CG_MODE" = v1 ]; then
+        awk '$1 == "total_dirty" || $1 == "total_writeback" { n += $2 } END { print n + 0 }' "$CG/memory.stat"
+    else
+        awk '$1 == "file_dirty" || $1 == "file_writeback" { n += $2 } END { print n + 0 }' "$CG/memory.stat"
+    fi
+}
 cache_snapshot() {   # workload tag: after a run of A or B
     local c
     c=$(cache_json) || { say "warning: $CUR_CFG: could not measure the page cache"; return 0; }
-    emit "{\"kind\":\"cache\",\"config\":\"$CUR_CFG\",\"workload\":\"$1\",\"tag\":\"$2\",\"round\":${CUR_ROUND:-1},\"cache\":$c}"
+    emit "{\"kind\":\"cache\",\"config\":\"$CUR_CFG\",\"workload\":\"$1\",\"tag\":\"$2\",\"round\":${CUR_ROUND:-1},\"cache\":$c,\"dirty_bytes\":$(cg_dirty_bytes)}"
 }
 
 loop_delta() {   # before-json after-json seconds -> "N r/s, M w/s"
