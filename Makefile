@@ -55,6 +55,12 @@ include $(PGXS)
 # changes, or objects built against different struct layouts get mixed.
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
+# Debian's pg_buildext builds out of the tree (VPATH=<tree>, in
+# build-<major>/): the objects go to a src/ of their own there.
+ifdef VPATH
+$(shell mkdir -p src)
+endif
+
 # After the include: Makefile.global resets PROVE_FLAGS.
 PROVE_FLAGS = -I $(srcdir)/test/perl
 
