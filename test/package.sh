@@ -106,8 +106,11 @@ known() {
 
 # The files of bpext in a major's directories, whoever put them there.
 bpext_files() {
-    find "$pkglibdir" "$sharedir/extension" "$pkglibdir/bitcode" \
-        -maxdepth 1 -name 'bpext*' 2>/dev/null | sort
+    local d dirs=()
+    for d in "$pkglibdir" "$sharedir/extension" "$pkglibdir/bitcode"; do
+        [ -d "$d" ] && dirs+=("$d")
+    done
+    find "${dirs[@]}" -maxdepth 1 -name 'bpext*' | sort
 }
 
 cmd_check() {
