@@ -153,7 +153,8 @@ cmd_check() {
         stale+=("$f")
     done < <(bpext_files)
     if [ "${#stale[@]}" -gt 0 ]; then
-        say "removing bpext files that no package owns (an earlier 'make install'; test/run-tests.sh installs them again after this check): ${stale[*]}"
+        say "removing bpext files that no package owns (a make install's, or put there by hand), so that the package is checked alone: ${stale[*]}"
+        say "(test/run-tests.sh make-installs bpext again after this check; run alone, make install again if you need it)"
         rm -rf "${stale[@]}"
     fi
 
