@@ -145,7 +145,7 @@ cmd_check() {
     # Start from no bpext at all in this major's directories.
     if known "$pkg"; then
         say "purging $pkg, left installed by an earlier run"
-        apt-get remove --purge -y -qq "$pkg" >/dev/null
+        apt-get remove --purge -y -qq -o DPkg::Lock::Timeout=300 "$pkg" >/dev/null
     fi
     local f stale=()
     while read -r f; do
@@ -181,7 +181,7 @@ cmd_check() {
 
     say "installing $(basename "$deb") with apt"
     installed_pkg=1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" > "$work/apt.log" 2>&1 ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 "$deb" > "$work/apt.log" 2>&1 ||
         { cat "$work/apt.log" >&2; die "apt-get install $deb failed"; }
     dpkg -L "$pkg" > "$work/dpkg-L.list"
     while read -r f; do
@@ -209,7 +209,7 @@ cmd_check() {
     check_update
 
     say "apt-get remove --purge $pkg"
-    DEBIAN_FRONTEND=noninteractive apt-get remove --purge -y -qq "$pkg" > "$work/apt.log" 2>&1 ||
+    DEBIAN_FRONTEND=noninteractive apt-get remove --purge -y -qq -o DPkg::Lock::Timeout=300 "$pkg" > "$work/apt.log" 2>&1 ||
         { cat "$work/apt.log" >&2; die "apt-get remove --purge $pkg failed"; }
     installed_pkg=
     local left=()
@@ -295,7 +295,7 @@ cleanup_check() {
     # A failed check leaves no package behind: test/run-tests.sh's make
     # install would otherwise overwrite files dpkg owns.
     if [ -n "${installed_pkg:-}" ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get remove --purge -y -qq "$pkg" >/dev/null 2>&1 || true
+        DEBIAN_FRONTEND=noninteractive apt-get remove --purge -y -qq -o DPkg::Lock::Timeout=300 "$pkg" >/dev/null 2>&1 || true
     fi
     rm -rf "$work"
     exit "$status"
