@@ -55,6 +55,12 @@ include $(PGXS)
 # changes, or objects built against different struct layouts get mixed.
 $(OBJS): $(wildcard $(srcdir)/src/*.h)
 
+# Debian's pg_buildext builds out of the tree (VPATH=<tree>, in
+# build-<major>/): the objects go to a src/ of their own there.
+ifdef VPATH
+$(shell mkdir -p src)
+endif
+
 # After the include: Makefile.global resets PROVE_FLAGS.
 PROVE_FLAGS = -I $(srcdir)/test/perl
 
@@ -70,3 +76,15 @@ bench-instructions: all
 # Scan scaling of the worker pool, serial against parallel (test/bench/README.md).
 bench-scan: all
 	test/bench/scan_scaling.sh $(BENCH_ARGS)
+
+# Debian packages (debian/, pg_buildext): postgresql-<major>-bpext for each
+# major in debian/pgversions that this system's PostgreSQL supports, into
+# DEB_DIR (test/package.sh).
+DEB_DIR ?= /tmp/bpext-packages
+.PHONY: deb dist
+deb:
+	test/package.sh build $(DEB_DIR)
+
+# The PGXN archive, bpext-<version>.zip, of the committed tree (HEAD).
+dist:
+	PG_CONFIG=$(PG_CONFIG) test/package.sh dist

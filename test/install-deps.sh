@@ -2,9 +2,10 @@
 # Install what building and testing bpext needs for one PostgreSQL major
 # ($PG_MAJOR, default: the one this Debian release ships) from this
 # machine's Debian packages: the server with its headers, the TAP test
-# modules, pgbench, a compiler, and the source of PostgreSQL's own test
-# suites.  A major this release does not ship is installed inside a chroot
-# of the release that does (test/pg_chroot.sh runs this script there).
+# modules, pgbench, a compiler, Debian's tools to build the package, and
+# the source of PostgreSQL's own test suites.  A major this release does
+# not ship is installed inside a chroot of the release that does
+# (test/pg_chroot.sh runs this script there).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/pg_major.sh"
@@ -20,8 +21,10 @@ if [ "$major" != "$native" ]; then
     exit 1
 fi
 
+# The last line: building the Debian package (test/package.sh).
 packages=(postgresql-"$major" postgresql-server-dev-"$major" bzip2
-          libipc-run-perl make gcc dpkg-dev)
+          libipc-run-perl make gcc dpkg-dev
+          build-essential debhelper postgresql-server-dev-all)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -59,6 +59,14 @@ run_native() {
     export PG_MAJOR=$major
 
     PG_MAJOR=$major test/install-deps.sh
+    # The Debian package of this major, built, installed, tested and purged
+    # before make install puts bpext here (BPEXT_PACKAGE=0 skips it).
+    if [ "${BPEXT_PACKAGE:-1}" != 0 ]; then
+        test/package.sh check "$major" || {
+            echo "=== the Debian package check failed on PostgreSQL $major (its last lines say why)"
+            return 1
+        }
+    fi
     work=$(mktemp -d /tmp/bpext-tests.XXXXXX)
     # shellcheck disable=SC2064
     trap "rm -rf '$work'" EXIT
