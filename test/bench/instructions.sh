@@ -289,11 +289,11 @@ for CUR in $CONFIGS; do
         read -r pr pl ph pd <<< "${CNT[$CUR,$wl]}"
         # Tier hits per lookup, within the longer run alone (the two runs'
         # difference also carries the reads of connection starts).
-        HIT_FRACTION[$CUR,$wl]=$(awk -v l="$l2" -v h="$h2" 'BEGIN { f = l > 0 ? h / l : 0; printf "%.4f", f > 1 ? 1 : f }')
+        HIT_FRACTION[$CUR,$wl]=$(awk -v l="$l2" -v h="$h2" 'BEGIN { f = l > 0 ? h / l : 0; printf "%.4f", (f > 1 ? 1 : f) }')
         read -r ka ia <<< "$(read_call_cost "$CG/$fa")"
         read -r kb ib <<< "$(read_call_cost "$CG/$fb")"
         PER_READ[$CUR,$wl]=$(awk -v a="${ia:-0}" -v b="${ib:-0}" -v n=$(( ${kb:-0} - ${ka:-0} )) \
-            'BEGIN { printf "%.1f", n > 0 ? (b - a) / n : 0 }')
+            'BEGIN { printf "%.1f", (n > 0 ? (b - a) / n : 0) }')
         echo "$wl,$CUR,$per,$pr,$pl,$ph,$pd,${PER_READ[$CUR,$wl]},$fa,$fb" >> "$RESULTS/results.csv"
         echo "   $wl: $per instructions per transaction ($a at $N1 in $fa, $b at $N2 in $fb);" \
              "per transaction: blks_read $pr, lookups $pl, hits $ph, data_file_reads $pd;" \
