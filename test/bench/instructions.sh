@@ -25,9 +25,11 @@
 # solved from the two tier configurations' excess over no bpext, twice:
 # from instructions per transaction, and from the instructions per call of
 # PostgreSQL's smgr read function (inclusive: bpext's wrapper, or md),
-# which other work in the backend does not blur (the per-transaction
-# totals move by about 0.25% from one run to the next, timing-dependent
-# work such as statistics flushes).
+# which other work in the backend blurs less (between identical runs the
+# per-transaction totals move by up to 0.5%, time-dependent work such as
+# statistics flushes; the per-read figures by about 0.5% with the tier
+# on, whose I/O watch looks at every process's stamp once per 100 ms of
+# wall time, which callgrind stretches).
 #
 # The backend is identified by its pid: the server logs each connection
 # (log_connections, %p), and only the callgrind files of pgbench's
@@ -296,8 +298,8 @@ for CUR in $CONFIGS; do
             'BEGIN { printf "%.1f", (n > 0 ? (b - a) / n : 0) }')
         echo "$wl,$CUR,$per,$pr,$pl,$ph,$pd,${PER_READ[$CUR,$wl]},$fa,$fb" >> "$RESULTS/results.csv"
         echo "   $wl: $per instructions per transaction ($a at $N1 in $fa, $b at $N2 in $fb);" \
-             "per transaction: blks_read $pr, lookups $pl, hits $ph, data_file_reads $pd;" \
-             "$READ_FN: ${PER_READ[$CUR,$wl]} instructions per call"
+             "per transaction: blks_read $pr, lookups $pl, hits $ph, data_file_reads $pd" \
+             "$([ "$READ_PATH" = 0 ] || echo "; $READ_FN: ${PER_READ[$CUR,$wl]} instructions per call")"
     done
     stop_server
 done
