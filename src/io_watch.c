@@ -106,10 +106,11 @@ bpext_io_watch_shmem_init(bool found)
 /*
  * Microseconds on a clock that every process shares and that never goes
  * back (unlike the wall clock, which an NTP step could move past the
- * timeout).
+ * timeout).  The tier read path reads it once before its I/O, for the
+ * check, the stamp and its own timing, and once after.
  */
-static uint64
-monotonic_us(void)
+uint64
+bpext_io_watch_clock(void)
 {
 	struct timespec ts;
 
@@ -138,14 +139,21 @@ attach(void)
 bool
 bpext_io_watch_check(void)
 {
-	uint64		now;
+	if (bpext_io_timeout_ms <= 0 || Stamps == NULL)
+		return true;
+	return bpext_io_watch_check_at(bpext_io_watch_clock());
+}
+
+/* bpext_io_watch_check, at time now (bpext_io_watch_clock). */
+bool
+bpext_io_watch_check_at(uint64 now)
+{
 	uint64		timeout_us;
 	uint32		incarnation;
 	int			i;
 
 	if (bpext_io_timeout_ms <= 0 || Stamps == NULL)
 		return true;
-	now = monotonic_us();
 	timeout_us = (uint64) bpext_io_timeout_ms * 1000;
 	if (last_look_us != 0 &&
 		now - last_look_us < Min(WATCH_INTERVAL_US, timeout_us / 4))
@@ -183,11 +191,22 @@ bpext_io_watch_begin(bool writing)
 		attach();
 	if (MyStamp == NULL || bpext_io_timeout_ms <= 0)
 		return;
+	bpext_io_watch_begin_at(writing, bpext_io_watch_clock());
+}
+
+/* bpext_io_watch_begin, with the I/O's start time (bpext_io_watch_clock). */
+void
+bpext_io_watch_begin_at(bool writing, uint64 now)
+{
+	if (!attached)
+		attach();
+	if (MyStamp == NULL || bpext_io_timeout_ms <= 0)
+		return;
 	MyStamp->incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
 	MyStamp->pid = MyProcPid;
 	MyStamp->writing = writing;
 	pg_write_barrier();
-	pg_atomic_write_u64(&MyStamp->started_us, Max(monotonic_us(), 1));
+	pg_atomic_write_u64(&MyStamp->started_us, Max(now, 1));
 }
 
 /* The tier I/O begun last has returned. */

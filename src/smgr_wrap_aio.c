@@ -211,14 +211,12 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	{
 		while (nserved < nblocks)
 		{
-			instr_time	start;
+			uint64		read_us;
 
-			INSTR_TIME_SET_CURRENT(start);
 			if (!tier_serve_page(rfile, forknum, blocknum + nserved,
-								 buffers[nserved]))
+								 buffers[nserved], &read_us))
 				break;
-			bpext_note_buffer_read(buffers[nserved],
-								   bpext_microseconds_since(start));
+			bpext_note_buffer_read(buffers[nserved], read_us);
 			nserved++;
 		}
 		if (nserved > 0)

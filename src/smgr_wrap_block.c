@@ -39,18 +39,26 @@ static void bpext_write(SMgrRelation reln, ForkNumber forknum,
 BPEXT_ASSERT_WRAPS(bpext_read, mdread);
 BPEXT_ASSERT_WRAPS(bpext_write, mdwrite);
 
-/* The read itself: from the tier if it can, else from the data file. */
+/*
+ * smgr_read: from the tier if it can, else from the data file; the read
+ * (not the lookup before it, nor a store after it) is timed for
+ * bpext_buffer_descriptors.read_microsec.
+ */
 static void
-read_page(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
-		  char *buffer)
+bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
+		   char *buffer)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	TierAdmitTicket ticket;
 	bool		admit = false;
+	instr_time	start;
+	uint64		read_us;
 
 	if (!bpext_smgr_serves(reln))
 	{
+		INSTR_TIME_SET_CURRENT(start);
 		mdread(reln, forknum, blocknum, buffer);
+		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
 		if (bpext_smgr_tracks(reln))
 		{
 			bpext_stats_count_read(false);
@@ -59,8 +67,11 @@ read_page(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		return;
 	}
 
-	if (tier_serve_page(rfile, forknum, blocknum, buffer))
+	if (tier_serve_page(rfile, forknum, blocknum, buffer, &read_us))
+	{
+		bpext_note_buffer_read(buffer, read_us);
 		return;
+	}
 	bpext_stats_count_read(false);
 	BPEXT_COUNT(data_file_read_calls, 1);
 
@@ -71,6 +82,7 @@ read_page(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	 * mdread may raise an error; the ticket pins a relation entry, which
 	 * would then leak until restart.  Cancel it on the way out.
 	 */
+	INSTR_TIME_SET_CURRENT(start);
 	if (admit)
 	{
 		PG_TRY();
@@ -83,26 +95,15 @@ read_page(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
+		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
 		tier_store_page(rfile, forknum, blocknum, buffer, &ticket,
 						BPEXT_SOURCE_READ);
 	}
 	else
+	{
 		mdread(reln, forknum, blocknum, buffer);
-}
-
-/* smgr_read: the read, timed for bpext_buffer_descriptors.read_microsec. */
-static void
-bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
-		   char *buffer)
-{
-	instr_time	start;
-	instr_time	elapsed;
-
-	INSTR_TIME_SET_CURRENT(start);
-	read_page(reln, forknum, blocknum, buffer);
-	INSTR_TIME_SET_CURRENT(elapsed);
-	INSTR_TIME_SUBTRACT(elapsed, start);
-	bpext_note_buffer_read(buffer, INSTR_TIME_GET_MICROSEC(elapsed));
+		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
+	}
 }
 
 static void

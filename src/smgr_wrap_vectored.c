@@ -181,14 +181,13 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 
 	while (i < nblocks)
 	{
-		instr_time	start;
+		uint64		read_us;
 		BlockNumber run;
 
-		INSTR_TIME_SET_CURRENT(start);
-		if (tier_serve_page(rfile, forknum, blocknum + i, buffers[i]))
+		if (tier_serve_page(rfile, forknum, blocknum + i, buffers[i],
+							&read_us))
 		{
-			bpext_note_buffer_read(buffers[i],
-								   bpext_microseconds_since(start));
+			bpext_note_buffer_read(buffers[i], read_us);
 			i++;
 			continue;
 		}

@@ -88,15 +88,19 @@ write_pages(uint32 first_slot, int npages, char *const *pages,
  * copy.  Returns false (buffer contents undefined) otherwise.  A read
  * error or a checksum mismatch switches the tier off, whoever reads; only
  * reads that serve a shared-buffer miss count as lookups, hits and page
- * reads.
+ * reads.  On success, *read_us (if not NULL) is how long the read, its
+ * checksum and its re-check took.  The clock is read twice per read: the
+ * start serves the I/O watch's check and stamp and the timing.
  */
 static bool
 read_current_page(const BpextRelFile *rfile, ForkNumber fork,
-				  BlockNumber block, char *buffer, bool serving)
+				  BlockNumber block, char *buffer, bool serving,
+				  uint64 *read_us)
 {
 	pg_crc32c	crc;
 	uint32		slot;
-	instr_time	start;
+	uint64		start_us;
+	uint64		elapsed_us;
 	bool		read_ok;
 	bool		crc_ok;
 	bool		still_valid;
@@ -109,7 +113,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	slot = tier_map_lookup_pin(rfile, fork, block, &crc);
 	if (slot == TIER_INVALID_INDEX)
 		return false;
-	if (!bpext_io_watch_check())
+	start_us = bpext_io_watch_clock();
+	if (!bpext_io_watch_check_at(start_us))
 	{
 		tier_map_unpin(slot);
 		return false;
@@ -117,9 +122,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	if (serving)
 		BPEXT_COUNT(hits, 1);
 
-	INSTR_TIME_SET_CURRENT(start);
 	BPEXT_COUNT(outstanding_io, 1);
-	bpext_io_watch_begin(false);
+	bpext_io_watch_begin_at(false, start_us);
 	pgstat_report_wait_start(BPEXT_WAIT_EVENT(BPEXT_WAIT_TIER_READ));
 	read_ok = tier_file_read_page(slot, buffer);
 	save_errno = errno;
@@ -129,8 +133,9 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	crc_ok = read_ok && tier_page_crc(rfile, fork, block, buffer) == crc;
 	still_valid = tier_map_pin_still_valid(slot);
 	tier_map_unpin(slot);
+	elapsed_us = bpext_io_watch_clock() - start_us;
 	if (serving)
-		BPEXT_COUNT(read_time_us, bpext_microseconds_since(start));
+		BPEXT_COUNT(read_time_us, elapsed_us);
 
 	/* A slot invalidated while we read it is a plain miss, not damage. */
 	if (!still_valid)
@@ -149,6 +154,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	}
 	if (serving)
 		bpext_stats_count_read(true);
+	if (read_us != NULL)
+		*read_us = elapsed_us;
 	return true;
 }
 
@@ -170,12 +177,15 @@ tier_will_miss(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
 	return true;
 }
 
-/* Serve a shared-buffer miss from the tier, if it can. */
+/*
+ * Serve a shared-buffer miss from the tier, if it can; *read_us is then
+ * how long that took (see read_current_page).
+ */
 bool
 tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
-				BlockNumber block, char *buffer)
+				BlockNumber block, char *buffer, uint64 *read_us)
 {
-	return read_current_page(rfile, fork, block, buffer, true);
+	return read_current_page(rfile, fork, block, buffer, true, read_us);
 }
 
 /*
@@ -186,7 +196,7 @@ bool
 tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,
 				  BlockNumber block, char *buffer)
 {
-	return read_current_page(rfile, fork, block, buffer, false);
+	return read_current_page(rfile, fork, block, buffer, false, NULL);
 }
 
 /*

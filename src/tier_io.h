@@ -33,7 +33,7 @@ typedef struct TierBatch
 
 extern char *tier_private_page(void);
 extern bool tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
-							BlockNumber block, char *buffer);
+							BlockNumber block, char *buffer, uint64 *read_us);
 extern bool tier_will_miss(const BpextRelFile *rfile, ForkNumber fork,
 						   BlockNumber block);
 extern bool tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,

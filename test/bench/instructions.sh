@@ -3,7 +3,7 @@
 # than timed (timings drift on a shared machine; instruction counts do not).
 #
 #   test/bench/instructions.sh [--scale 5] [--transactions "500 2500"]
-#                              [--workloads select,tpcb]
+#                              [--workloads select,tpcb] [--read-path]
 #
 # One throwaway cluster, everything in shared buffers, run under
 # valgrind's callgrind (every server process is counted separately; this
@@ -13,6 +13,31 @@
 # the client's backend's instruction count at the smaller count is
 # subtracted from the one at the larger, which cancels connection start
 # and exit, and divided by the difference in transactions.
+#
+# --read-path measures shared-buffer misses instead: 16 MB of shared
+# buffers, a dataset several times larger whose data files are in the
+# page cache, select-only, and four configurations: no bpext; the tier
+# off; a 1 MB tier (pushes keep it full of recently evicted pages, so
+# nearly every miss is a tier miss); a tier holding the whole dataset
+# (bpext_prewarm, so every miss is a tier hit).  pg_stat_database.blks_read
+# and bpext_stats (lookups, hits, data_file_reads) are read around every
+# pgbench run, and the instructions per tier hit and per tier miss are
+# solved from the two tier configurations' excess over no bpext, twice:
+# from instructions per transaction, and from the instructions per call of
+# PostgreSQL's smgr read function (inclusive: bpext's wrapper, or md),
+# which other work in the backend blurs less (between identical runs the
+# per-transaction totals move by up to 0.5%, time-dependent work such as
+# statistics flushes; the per-read figures by about 0.5% with the tier
+# on, whose I/O watch looks at every process's stamp once per 100 ms of
+# wall time, which callgrind stretches).
+#
+# The backend is identified by its pid: the server logs each connection
+# (log_connections, %p), and only the callgrind files of pgbench's
+# connections in that run are candidates; the chosen file's header pid is
+# recorded.  (Picking "the largest new file" also picks up processes
+# that exit during the run without ever reaching PostgresMain, whose
+# counts include the postmaster's.)  Callgrind counts user-space
+# instructions only: the kernel's work in pread() is not in the figures.
 #
 # Runs as root (the server runs as postgres) against an installed bpext.
 # Results go to test/bench/results/instructions-<time>/ (results.md,
@@ -32,6 +57,10 @@ TRANSACTIONS="500 2500"
 WORKLOADS=select,tpcb
 PORT=5496
 RESULTS=""
+READ_PATH=0
+SHARED_BUFFERS=256MB
+CONFIGS="none off on"
+SEED=7
 
 usage() {
     cat <<EOF
@@ -41,6 +70,8 @@ Usage: $0 [options]
   --workloads LIST       of select,tpcb (default $WORKLOADS)
   --port N               server port (default $PORT)
   --results DIR          where results go (default test/bench/results/instructions-<time>)
+  --read-path            shared-buffer misses: 16MB of shared buffers, select-only,
+                         no bpext / tier off / 1MB tier (misses) / whole-dataset tier (hits)
 EOF
 }
 
@@ -51,10 +82,16 @@ while [ $# -gt 0 ]; do
         --workloads) WORKLOADS=$2; shift 2 ;;
         --port) PORT=$2; shift 2 ;;
         --results) RESULTS=$2; shift 2 ;;
+        --read-path) READ_PATH=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
     esac
 done
+if [ "$READ_PATH" = 1 ]; then
+    SHARED_BUFFERS=16MB
+    CONFIGS="none off miss hit"
+    WORKLOADS=select
+fi
 read -r N1 N2 <<< "$TRANSACTIONS"
 [[ $N1 =~ ^[0-9]+$ && $N2 =~ ^[0-9]+$ && $N2 -gt $N1 ]] ||
     { echo "instructions: --transactions needs two counts, the second larger" >&2; exit 2; }
@@ -63,7 +100,7 @@ command -v valgrind >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install
 [ -f "$("$PGBIN/pg_config" --pkglibdir)/bpext.so" ] ||
     { echo "instructions: bpext is not installed for PostgreSQL $MAJOR (make install)" >&2; exit 2; }
 
-RESULTS=${RESULTS:-$HERE/results/instructions-$(date +%Y%m%d-%H%M%S)}
+RESULTS=${RESULTS:-$HERE/results/instructions-$([ "$READ_PATH" = 1 ] && echo read-)$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$RESULTS"
 WORK=$(mktemp -d /var/tmp/bpext-instructions.XXXXXX)
 chown postgres "$WORK"
@@ -92,8 +129,10 @@ cat >> "$DATA/postgresql.conf" <<EOF
 port = $PORT
 listen_addresses = ''
 unix_socket_directories = '$WORK'
-shared_buffers = 256MB
+shared_buffers = $SHARED_BUFFERS
 autovacuum = off
+log_connections = on
+log_line_prefix = '[%p] '
 max_wal_size = 4GB
 checkpoint_timeout = 1h
 jit = off
@@ -108,8 +147,10 @@ mv "$DATA" "$PRISTINE"
 # A configuration's server under callgrind, on its own copy of the
 # dataset (no configuration prunes what another one's TPC-B left), every
 # process counted in its own file from the start of PostgresMain (a
-# forked process would otherwise carry the postmaster's counts); shared
-# buffers filled before measuring.
+# forked process would otherwise carry the postmaster's counts; background
+# workers never reach PostgresMain and do carry them); shared buffers
+# filled before measuring, and with --read-path the data files read into
+# the page cache and, for "hit", the whole dataset loaded into the tier.
 start_config() {   # name
     local name=$1 i
     rm -rf "$DATA"
@@ -118,73 +159,157 @@ start_config() {   # name
         none) : > "$DATA/bench.conf" ;;
         off) printf '%s\n' "shared_preload_libraries = 'bpext'" "bpext.max_size = 512MB" \
                  "bpext.size = 0" > "$DATA/bench.conf" ;;
-        on) rm -f "$WORK/tier"
+        on|hit|miss)
+            rm -f "$WORK/tier"
             printf '%s\n' "shared_preload_libraries = 'bpext'" "bpext.max_size = 512MB" \
-                 "bpext.size = 512MB" "bpext.path = '$WORK/tier'" \
+                 "bpext.size = $([ "$name" = miss ] && echo 1MB || echo 512MB)" \
+                 "bpext.path = '$WORK/tier'" \
                  "bpext.warm_restart = off" > "$DATA/bench.conf" ;;
     esac
     chown postgres "$DATA/bench.conf"
     CG=$RESULTS/callgrind-$name
+    LOG=$RESULTS/server-$name.log
     mkdir -p "$CG"
     chown postgres "$CG"
     as_pg valgrind --tool=callgrind --trace-children=yes --zero-before=PostgresMain \
         --callgrind-out-file="$CG/cg.%p" "$PGBIN/postgres" -D "$DATA" \
-        > "$RESULTS/server-$name.log" 2>&1 &
+        > "$LOG" 2>&1 &
     SERVER_PID=$!
     for i in $(seq 1 300); do
         psql_at -c "SELECT 1" >/dev/null 2>&1 && break
         sleep 1
     done
     psql_at -c "CREATE EXTENSION IF NOT EXISTS pg_prewarm" >/dev/null
-    psql_at -c "SELECT sum(pg_prewarm(c.oid)) FROM pg_class c
-                 WHERE c.relname LIKE 'pgbench_%' AND c.relkind IN ('r', 'i')" >/dev/null
-    if [ "$name" = on ]; then
+    if [ "$name" != none ]; then
         psql_at -c "CREATE EXTENSION IF NOT EXISTS bpext" >/dev/null
+    fi
+    if [ "$name" = on ] || [ "$name" = hit ] || [ "$name" = miss ]; then
         for i in $(seq 1 120); do
             [ "$(psql_at -c "SELECT state FROM bpext_configuration")" = 5 ] && break
             sleep 1
         done
     fi
+    if [ "$name" = hit ]; then
+        psql_at -c "SELECT sum(bpext_prewarm(c.oid)) FROM pg_class c
+                     WHERE c.relname LIKE 'pgbench_%' AND c.relkind IN ('r', 'i')" >/dev/null
+    fi
+    if [ "$READ_PATH" = 1 ]; then
+        cat "$DATA"/base/*/* > /dev/null
+        [ ! -f "$WORK/tier" ] || cat "$WORK/tier" > /dev/null
+    fi
+    psql_at -c "SELECT sum(pg_prewarm(c.oid)) FROM pg_class c
+                 WHERE c.relname LIKE 'pgbench_%' AND c.relkind IN ('r', 'i')" >/dev/null
 }
 
-# Instructions of the backend that served one pgbench run of n
-# transactions: the new callgrind file with the most instructions (pgbench
-# also opens a short connection of its own to read the scale).
-backend_instructions() {   # workload n
-    local wl=$1 n=$2 before after f max=0 v args=()
+# Counters around a run: pg_stat_database.blks_read of the database, and
+# bpext_stats' lookups, hits, data_file_reads (0 without bpext).
+read_counters() {
+    local bpext="0,0,0"
+    [ "$CUR" = none ] ||
+        bpext=$(psql_at -F, -c "SELECT lookups, hits, data_file_reads FROM bpext_stats")
+    echo "$(psql_at -c "SELECT blks_read FROM pg_stat_database WHERE datname = 'postgres'"),$bpext"
+}
+
+# One pgbench run of n transactions; sets RUN_INSTR (instructions of the
+# backend that served it) and RUN_COUNTERS (the counters' increase,
+# "blks_read,lookups,hits,data_file_reads").  The backend is the pgbench
+# connection (logged by log_connections with its pid) whose callgrind
+# file has the most instructions: pgbench also opens a short connection
+# of its own to read the scale.  The largest of all new files is
+# recorded too (in files-<config>.csv), as a check.
+run_pgbench() {   # workload n
+    local wl=$1 n=$2 before after f v pid max=0 maxany=0 anyfile="" logpos c0 c1 args=()
     [ "$wl" = select ] && args=(-S)
     before=$(ls "$CG")
+    logpos=$(wc -l < "$LOG")
+    c0=$(read_counters)
     as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -n -c 1 -t "$n" -M prepared \
-        "${args[@]}" postgres > "$RESULTS/pgbench-$CUR-$wl-$n.log" 2>&1
+        --random-seed="$SEED" "${args[@]}" postgres > "$RESULTS/pgbench-$CUR-$wl-$n.log" 2>&1
     sleep 2    # the backends write their counts as they exit
+    c1=$(read_counters)
+    RUN_COUNTERS=$(awk -F, -v a="$c0" -v b="$c1" 'BEGIN {
+        split(a, x, ","); split(b, y, ",");
+        printf "%d,%d,%d,%d", y[1] - x[1], y[2] - x[2], y[3] - x[3], y[4] - x[4] }')
     after=$(ls "$CG")
+    local pgbench_pids
+    pgbench_pids=$(tail -n +"$((logpos + 1))" "$LOG" |
+        sed -n 's/^\[\([0-9]*\)\] LOG:  connection authorized: .*application_name=pgbench.*/\1/p')
+    RUN_FILE=""
     for f in $(comm -13 <(echo "$before") <(echo "$after")); do
         v=$(awk '/^totals:/ { print $2 }' "$CG/$f")
-        [ -n "$v" ] && [ "$v" -gt "$max" ] && max=$v
+        [ -n "$v" ] || continue
+        pid=$(awk '/^pid:/ { print $2; exit }' "$CG/$f")
+        echo "$wl,$n,$f,$pid,$v,$(grep -qx "$pid" <<< "$pgbench_pids" && echo pgbench || echo other)" \
+            >> "$RESULTS/files-$CUR.csv"
+        [ "$v" -gt "$maxany" ] && { maxany=$v; anyfile=$f; }
+        if grep -qx "$pid" <<< "$pgbench_pids" && [ "$v" -gt "$max" ]; then
+            max=$v
+            RUN_FILE=$f
+        fi
     done
-    echo "$max"
+    [ -n "$RUN_FILE" ] || { echo "instructions: no callgrind file of a pgbench backend in $CG" >&2; exit 1; }
+    [ "$anyfile" = "$RUN_FILE" ] ||
+        echo "   note: the largest new file, $anyfile ($maxany), is not a pgbench backend's" >&2
+    RUN_INSTR=$max
 }
 
-echo "workload,config,instructions_per_transaction" > "$RESULTS/results.csv"
-declare -A PER_TXN
-for CUR in none off on; do
+# Calls of the smgr read function in a callgrind file and the
+# instructions they cost, inclusive: "calls instructions".
+if [ "$MAJOR" -le 16 ]; then READ_FN=smgrread
+elif [ "$MAJOR" -eq 17 ]; then READ_FN=smgrreadv
+else READ_FN=smgrstartreadv
+fi
+read_call_cost() {   # file
+    callgrind_annotate --inclusive=yes --tree=caller --threshold=100 "$1" 2>/dev/null |
+        perl -ne 'BEGIN { $fn = shift @ARGV; $c = 0 }
+            if (/^\s*$/) { $c = 0; next }
+            if (/ < .*\(([\d,]+)x\)/) { ($n = $1) =~ tr/,//d; $c += $n; next }
+            if (/ \*  \S*:\Q$fn\E /) { ($v = (split)[0]) =~ tr/,//d; print "$c $v\n"; exit }' "$READ_FN"
+}
+
+per_txn() {   # a b -> (b - a) / (N2 - N1), two decimals
+    awk -v a="$1" -v b="$2" -v d=$((N2 - N1)) 'BEGIN { printf "%.2f", (b - a) / d }'
+}
+
+echo "workload,config,instructions_per_transaction,blks_read_per_transaction,lookups_per_transaction,hits_per_transaction,data_file_reads_per_transaction,instructions_per_read_call,backend_file_$N1,backend_file_$N2" \
+    > "$RESULTS/results.csv"
+declare -A PER_TXN CNT PER_READ HIT_FRACTION
+for CUR in $CONFIGS; do
     echo "== $CUR"
+    echo "workload,transactions,file,pid,instructions,process" > "$RESULTS/files-$CUR.csv"
     start_config "$CUR"
     for wl in ${WORKLOADS//,/ }; do
-        a=$(backend_instructions "$wl" "$N1")
-        b=$(backend_instructions "$wl" "$N2")
+        run_pgbench "$wl" "$N1"
+        a=$RUN_INSTR fa=$RUN_FILE ca=$RUN_COUNTERS
+        run_pgbench "$wl" "$N2"
+        b=$RUN_INSTR fb=$RUN_FILE cb=$RUN_COUNTERS
         per=$(( (b - a) / (N2 - N1) ))
         PER_TXN[$CUR,$wl]=$per
-        echo "$wl,$CUR,$per" >> "$RESULTS/results.csv"
-        echo "   $wl: $per instructions per transaction ($a at $N1, $b at $N2)"
+        IFS=, read -r r1 l1 h1 d1 <<< "$ca"
+        IFS=, read -r r2 l2 h2 d2 <<< "$cb"
+        CNT[$CUR,$wl]="$(per_txn "$r1" "$r2") $(per_txn "$l1" "$l2") $(per_txn "$h1" "$h2") $(per_txn "$d1" "$d2")"
+        read -r pr pl ph pd <<< "${CNT[$CUR,$wl]}"
+        # Tier hits per lookup, within the longer run alone (the two runs'
+        # difference also carries the reads of connection starts).
+        HIT_FRACTION[$CUR,$wl]=$(awk -v l="$l2" -v h="$h2" 'BEGIN { f = l > 0 ? h / l : 0; printf "%.4f", (f > 1 ? 1 : f) }')
+        read -r ka ia <<< "$(read_call_cost "$CG/$fa")"
+        read -r kb ib <<< "$(read_call_cost "$CG/$fb")"
+        PER_READ[$CUR,$wl]=$(awk -v a="${ia:-0}" -v b="${ib:-0}" -v n=$(( ${kb:-0} - ${ka:-0} )) \
+            'BEGIN { printf "%.1f", (n > 0 ? (b - a) / n : 0) }')
+        echo "$wl,$CUR,$per,$pr,$pl,$ph,$pd,${PER_READ[$CUR,$wl]},$fa,$fb" >> "$RESULTS/results.csv"
+        echo "   $wl: $per instructions per transaction ($a at $N1 in $fa, $b at $N2 in $fb);" \
+             "per transaction: blks_read $pr, lookups $pl, hits $ph, data_file_reads $pd" \
+             "$([ "$READ_PATH" = 0 ] || echo "; $READ_FN: ${PER_READ[$CUR,$wl]} instructions per call")"
     done
     stop_server
 done
 
+version="PostgreSQL $("$PGBIN/postgres" --version | awk '{ print $3 }'), bpext $(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown), pgbench scale $SCALE, -M prepared, --random-seed $SEED, the difference between $N2 and $N1 transactions."
+if [ "$READ_PATH" = 0 ]; then
 {
     echo "# Instructions per transaction (callgrind, one pgbench client, everything in shared buffers)"
     echo
-    echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{ print $3 }'), bpext $(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown), pgbench scale $SCALE, -M prepared, the difference between $N2 and $N1 transactions."
+    echo "$version"
     echo
     echo "| workload | no bpext | bpext loaded, tier off | tier on | off / none | on / none |"
     echo "|---|---|---|---|---|---|"
@@ -193,5 +318,45 @@ done
             'BEGIN { printf "| %s | %d | %d | %d | %+.2f%% | %+.2f%% |\n", w, a, b, c, (b / a - 1) * 100, (c / a - 1) * 100 }'
     done
 } > "$RESULTS/results.md"
+else
+{
+    echo "# Instructions per shared-buffer miss (callgrind, one pgbench -S client, $SHARED_BUFFERS of shared buffers, data files in the page cache)"
+    echo
+    echo "$version"
+    echo
+    echo "| configuration | instructions/tx | blks_read/tx | lookups/tx | tier hits/tx | data_file_reads/tx | excess over no bpext | instructions per $READ_FN call | excess over no bpext |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for c in $CONFIGS; do
+        read -r pr pl ph pd <<< "${CNT[$c,select]}"
+        awk -v c="$c" -v i="${PER_TXN[$c,select]}" -v n="${PER_TXN[none,select]}" \
+            -v r="${PER_READ[$c,select]}" -v rn="${PER_READ[none,select]}" \
+            -v pr="$pr" -v pl="$pl" -v ph="$ph" -v pd="$pd" \
+            'BEGIN { printf "| %s | %d | %s | %s | %s | %s | %+d | %.1f | %+.1f |\n", c, i, pr, pl, ph, pd, i - n, r, r - rn }'
+    done
+    echo
+    # excess = hits * H + (lookups - hits) * M, for miss and hit: two
+    # equations, two unknowns.
+    read -r _ l1 h1 _ <<< "${CNT[miss,select]}"
+    read -r _ l2 h2 _ <<< "${CNT[hit,select]}"
+    awk -v e1=$((${PER_TXN[miss,select]} - ${PER_TXN[none,select]})) \
+        -v e2=$((${PER_TXN[hit,select]} - ${PER_TXN[none,select]})) \
+        -v eo=$((${PER_TXN[off,select]} - ${PER_TXN[none,select]})) \
+        -v l1="$l1" -v h1="$h1" -v l2="$l2" -v h2="$h2" -v fn="$READ_FN" \
+        -v fh1="${HIT_FRACTION[miss,select]}" -v fh2="${HIT_FRACTION[hit,select]}" \
+        -v r1="$(awk -v a="${PER_READ[miss,select]}" -v b="${PER_READ[none,select]}" 'BEGIN { print a - b }')" \
+        -v r2="$(awk -v a="${PER_READ[hit,select]}" -v b="${PER_READ[none,select]}" 'BEGIN { print a - b }')" \
+        -v ro="$(awk -v a="${PER_READ[off,select]}" -v b="${PER_READ[none,select]}" 'BEGIN { print a - b }')" 'BEGIN {
+        m1 = l1 - h1; m2 = l2 - h2; det = h1 * m2 - h2 * m1;
+        if (det == 0) { print "(no solution: the two tier configurations have the same hit ratio)"; exit }
+        H = (e1 * m2 - e2 * m1) / det; M = (h1 * e2 - h2 * e1) / det;
+        printf "Solved from miss and hit (excess = hits x H + misses x M), per transaction: %.0f instructions per tier hit, %.0f per tier miss, relative to no bpext (tier off: %+d per transaction).\n", H, M, eo;
+        # The same per read call: the hit and miss fractions of the reads.
+        f1 = fh1; f2 = fh2;
+        det = f1 * (1 - f2) - f2 * (1 - f1);
+        H = (r1 * (1 - f2) - r2 * (1 - f1)) / det; M = (f1 * r2 - f2 * r1) / det;
+        printf "\nPer read call (" fn "): **%.0f instructions per tier hit, %.0f per tier miss**, relative to no bpext (tier off: %+.0f per read).\n", H, M, ro;
+        printf "\nCallgrind counts user-space instructions only: the kernel'\''s work in each pread (data file or tier file, both in the page cache) is not included.\n" }'
+} > "$RESULTS/results.md"
+fi
 cat "$RESULTS/results.md"
 echo "results: $RESULTS"
