@@ -25,6 +25,12 @@
  * Each round looks only at buffers that entered the window since the last
  * round (positions are counted in clock passes since startup), so a server
  * that evicts nothing costs the worker nothing but a look at the hand.
+ * A victim is pushed only if the worker sees it before the hand gets
+ * there, so the worker paces itself on the hand: it sleeps no longer than
+ * the hand takes to cover a quarter of the window (bpext.push_interval
+ * while the hand stands still), and by default the window doubles, up to
+ * all of shared buffers, whenever the hand overtook it (see
+ * current_lookahead).
  *
  * Counting what the push missed.  There is no eviction hook either, so the
  * worker detects replacements: it keeps, in its private memory, the tag it
@@ -245,13 +251,74 @@ bpext_push_abandon(void)
 }
 
 /*
- * One pass over the buffers ahead of the clock hand.  Returns the number of
- * pages published to the tier.
+ * How many buffers ahead of the hand this round looks at.  A set
+ * bpext.push_lookahead is used as it is.  By default, a quarter of shared
+ * buffers, doubled each time the hand overtook the window (the worker,
+ * short of CPU or outrun by a fast sweep, came too late for some victims),
+ * up to all of shared buffers, and shrunk back by a sixteenth in rounds
+ * where the hand moved less than a quarter of it.  Looking further ahead
+ * costs only pushes of pages that are used again before the hand comes.
  */
-int
+static int
+current_lookahead(uint64 hand_pos, bool overtaken)
+{
+	static int	lookahead = 0;
+	static uint64 last_hand_pos = 0;
+	int			base;
+	uint64		moved = hand_pos - Min(last_hand_pos, hand_pos);
+
+	last_hand_pos = hand_pos;
+	if (bpext_push_lookahead > 0)
+		return Min(bpext_push_lookahead, NBuffers);
+
+	base = Min(Max(NBuffers / 4, 16), NBuffers);
+	if (lookahead < base)
+		lookahead = base;
+	if (overtaken)
+		lookahead = (int) Min((int64) lookahead * 2, (int64) NBuffers);
+	else if (moved < (uint64) lookahead / 4)
+		lookahead = Max(base, lookahead - lookahead / 16);
+	return lookahead;
+}
+
+/*
+ * How long the worker may sleep after a round: as long as the hand, at the
+ * speed it had since the last round, takes to cover a quarter of the
+ * lookahead, so that the next round finds the buffers it must push still
+ * ahead of it; at most bpext.push_interval, which is also the pause while
+ * the hand stands still; none at all if the hand overtook the window.
+ */
+static long
+next_sleep_ms(uint64 hand_pos, int lookahead, bool overtaken)
+{
+	static uint64 last_hand_pos = 0;
+	static TimestampTz last_time = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	uint64		moved = hand_pos - Min(last_hand_pos, hand_pos);
+	double		elapsed_us = (double) (now - Min(last_time, now));
+	long		sleep_ms = bpext_push_interval_ms;
+
+	if (overtaken)
+		sleep_ms = 0;
+	else if (last_time != 0 && moved > 0)
+		sleep_ms = Min(sleep_ms,
+					   (long) (elapsed_us * lookahead / (4.0 * moved) / 1000.0));
+	last_hand_pos = hand_pos;
+	last_time = now;
+	return sleep_ms;
+}
+
+/*
+ * One pass over the buffers ahead of the clock hand.  Returns how many
+ * milliseconds the worker may sleep before the next one.
+ */
+long
 bpext_push_round(void)
 {
 	static uint64 scanned_until = 0;
+	uint64		hand_pos;
+	bool		overtaken;
+	long		sleep_ms;
 	uint32		complete_passes;
 	int			hand;
 	int			lookahead;
@@ -265,24 +332,11 @@ bpext_push_round(void)
 	if (!bpext_tier_enabled())
 	{
 		observing = false;
-		return 0;
+		return bpext_push_interval_ms;
 	}
-
-	lookahead = bpext_push_lookahead > 0 ? bpext_push_lookahead :
-		Max(NBuffers / 4, 16);
-	lookahead = Min(lookahead, NBuffers);
 
 	if (push_batch == NULL)
 		push_batch = tier_batch_create(PUSH_BATCH_PAGES, BPEXT_SOURCE_EVICT_PUSH);
-	if (candidates_capacity < lookahead)
-	{
-		if (candidates)
-			pfree(candidates);
-		candidates = MemoryContextAlloc(TopMemoryContext,
-										lookahead * sizeof(PushCandidate));
-		candidates_capacity = lookahead;
-	}
-
 	if (observed == NULL)
 		observed = MemoryContextAllocExtended(TopMemoryContext,
 											  (Size) NBuffers * sizeof(ObservedBuffer),
@@ -302,7 +356,18 @@ bpext_push_round(void)
 	 */
 	hand = StrategySyncStart(&complete_passes, NULL);
 	window_start = (uint64) complete_passes * NBuffers + hand;
+	hand_pos = window_start;
+	overtaken = scanned_until < window_start;
+	lookahead = current_lookahead(hand_pos, overtaken);
 	window_end = window_start + lookahead;
+	if (candidates_capacity < lookahead)
+	{
+		if (candidates)
+			pfree(candidates);
+		candidates = MemoryContextAllocHuge(TopMemoryContext,
+											(Size) lookahead * sizeof(PushCandidate));
+		candidates_capacity = lookahead;
+	}
 
 	/*
 	 * The hand overtook the last window: the positions it passed that no
@@ -320,7 +385,7 @@ bpext_push_round(void)
 
 	if (scanned_until > window_start)
 		window_start = Min(scanned_until, window_end);
-	scanned_until = window_end;
+	scanned_until = Max(scanned_until, window_end);
 
 	for (pos = window_start; pos < window_end; pos++)
 	{
@@ -357,5 +422,6 @@ bpext_push_round(void)
 			published += tier_batch_flush(push_batch);
 	}
 	published += tier_batch_flush(push_batch);
-	return published;
+	sleep_ms = next_sleep_ms(hand_pos, lookahead, overtaken);
+	return published > 0 ? Min(sleep_ms, 1) : sleep_ms;
 }
