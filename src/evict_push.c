@@ -50,12 +50,13 @@
  * What these counts are not exact about: a page dirtied after its last
  * observation and written out at eviction counts as a clean eviction (it
  * is in the tier under bpext.write_policy = dual_write, so captured; under
- * invalidate it counts as missed); a buffer reused by a ring strategy
- * (bulk reads, VACUUM) is seen at most once per lap; a page pushed and
- * then evicted from a full tier, or invalidated, before the check counts
- * as missed; so does a page dropped with its relation whose buffer was
- * reused before the worker saw it free.  Observations restart from
- * nothing when the tier is turned on.
+ * invalidate it counts as missed), while one dirty when last observed and
+ * written before its eviction is not counted at all; a buffer reused by a
+ * ring strategy (bulk reads, VACUUM) is seen at most once per lap; a page
+ * pushed and then evicted from a full tier, or invalidated, before the
+ * check counts as missed; so does a page dropped with its relation whose
+ * buffer was reused before the worker saw it free.  Observations restart
+ * from nothing when the tier is turned on.
  *
  * The copy of a clean buffer equals its data file's image, except that the
  * in-memory pd_checksum is stale (it is computed only when the page is
