@@ -28,7 +28,7 @@ OBJS = \
 	src/worker.o
 
 EXTENSION = bpext
-DATA = bpext--1.0.sql bpext--1.0--1.1.sql
+DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql
 PGFILEDESC = "bpext - SSD buffer pool extension"
 
 # The regression and isolation suites run in a temporary instance that

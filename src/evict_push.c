@@ -25,6 +25,38 @@
  * Each round looks only at buffers that entered the window since the last
  * round (positions are counted in clock passes since startup), so a server
  * that evicts nothing costs the worker nothing but a look at the hand.
+ * A victim is pushed only if the worker sees it before the hand gets
+ * there, so the worker paces itself on the hand: it sleeps no longer than
+ * the hand takes to cover a quarter of the window (bpext.push_interval
+ * while the hand stands still), and by default the window doubles, up to
+ * all of shared buffers, whenever the hand overtook it (see
+ * current_lookahead).
+ *
+ * Counting what the push missed.  There is no eviction hook either, so the
+ * worker detects replacements: it keeps, in its private memory, the tag it
+ * last observed at every buffer position and whether that was a valid,
+ * clean main-fork page.  It observes every buffer once per lap of the
+ * hand: those entering the window, and, when the hand overtook the window
+ * (the worker fell behind), also the positions the hand passed that the
+ * worker never looked at in that lap (too late to push them, not to see
+ * them replaced).  The tag is compared unlocked first, and read under the
+ * header spinlock only when it differs.  A position whose tag changed
+ * while its old page was clean when last observed is a clean eviction
+ * (clean_evictions); if the tier does not hold the old page at that
+ * moment, the push missed it (missed_pushes).  Cost: nothing while the
+ * hand stands still, one unlocked tag compare per buffer per lap
+ * otherwise, and a map lookup per eviction.
+ *
+ * What these counts are not exact about: a page dirtied after its last
+ * observation and written out at eviction counts as a clean eviction (it
+ * is in the tier under bpext.write_policy = dual_write, so captured; under
+ * invalidate it counts as missed), while one dirty when last observed and
+ * written before its eviction is not counted at all; a buffer reused by a
+ * ring strategy (bulk reads, VACUUM) is seen at most once per lap; a page
+ * pushed and then evicted from a full tier, or invalidated, before the
+ * check counts as missed; so does a page dropped with its relation whose
+ * buffer was reused before the worker saw it free.  Observations restart
+ * from nothing when the tier is turned on.
  *
  * The copy of a clean buffer equals its data file's image, except that the
  * in-memory pd_checksum is stale (it is computed only when the page is
@@ -66,7 +98,16 @@ typedef struct PushCandidate
 	int			buf_id;
 } PushCandidate;
 
+/* What the worker last saw at one buffer position. */
+typedef struct ObservedBuffer
+{
+	BufferTag	tag;
+	bool		clean_page;		/* a valid, clean main-fork page */
+} ObservedBuffer;
+
 static TierBatch *push_batch = NULL;
+static ObservedBuffer *observed = NULL;	/* NBuffers entries */
+static bool observing = false;
 static PushCandidate *candidates = NULL;
 static int	candidates_capacity = 0;
 
@@ -83,6 +124,70 @@ is_clean_victim(uint32 buf_state)
 		(buf_state & (BM_DIRTY | BM_IO_IN_PROGRESS | BM_IO_ERROR)) == 0 &&
 		BUF_STATE_GET_REFCOUNT(buf_state) == 0 &&
 		BUF_STATE_GET_USAGECOUNT(buf_state) == 0;
+}
+
+/* Is the buffer, by its state word and tag, a clean main-fork page? */
+static inline bool
+is_clean_page(uint32 buf_state, const BufferTag *tag)
+{
+	return (buf_state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID) &&
+		(buf_state & (BM_DIRTY | BM_IO_IN_PROGRESS | BM_IO_ERROR)) == 0 &&
+		BPEXT_BUFTAG_FORK(*tag) == MAIN_FORKNUM;
+}
+
+/*
+ * Observe one buffer position (see the file header): count its old page as
+ * evicted, and as missed if the tier lacks it, when its tag changed, and
+ * remember what it holds now.
+ */
+static void
+observe_buffer(int buf_id, BufferDesc *desc, uint32 buf_state)
+{
+	ObservedBuffer *obs = &observed[buf_id];
+	BufferTag	tag;
+
+	/* Unlocked: a torn read only sends us to the spinlock. */
+	tag = desc->tag;
+	if (BPEXT_BUFTAGS_EQUAL(tag, obs->tag))
+	{
+		obs->clean_page = is_clean_page(buf_state, &tag);
+		return;
+	}
+
+	buf_state = LockBufHdr(desc);
+	tag = desc->tag;
+	UnlockBufHdr(desc, buf_state);
+
+	if (!(buf_state & BM_TAG_VALID))
+	{
+		/*
+		 * No page: from 16 on, a victim between losing its old tag and
+		 * getting its new one (pinned; look again next lap); otherwise a
+		 * buffer freed by a DROP or TRUNCATE, which is no eviction.
+		 */
+		if (BUF_STATE_GET_REFCOUNT(buf_state) == 0)
+		{
+			obs->tag = tag;
+			obs->clean_page = false;
+		}
+		return;
+	}
+	if (BPEXT_BUFTAGS_EQUAL(tag, obs->tag))
+	{
+		obs->clean_page = is_clean_page(buf_state, &tag);
+		return;
+	}
+	if (obs->clean_page)
+	{
+		BpextRelFile rfile = BPEXT_BUFTAG_RELFILE(obs->tag);
+
+		BPEXT_COUNT(clean_evictions, 1);
+		if (!tier_map_contains(&rfile, BPEXT_BUFTAG_FORK(obs->tag),
+							   BPEXT_BUFTAG_BLOCK(obs->tag)))
+			BPEXT_COUNT(missed_pushes, 1);
+	}
+	obs->tag = tag;
+	obs->clean_page = is_clean_page(buf_state, &tag);
 }
 
 /*
@@ -147,13 +252,74 @@ bpext_push_abandon(void)
 }
 
 /*
- * One pass over the buffers ahead of the clock hand.  Returns the number of
- * pages published to the tier.
+ * How many buffers ahead of the hand this round looks at.  A set
+ * bpext.push_lookahead is used as it is.  By default, a quarter of shared
+ * buffers, doubled each time the hand overtook the window (the worker,
+ * short of CPU or outrun by a fast sweep, came too late for some victims),
+ * up to all of shared buffers, and shrunk back by a sixteenth in rounds
+ * where the hand moved less than a quarter of it.  Looking further ahead
+ * costs only pushes of pages that are used again before the hand comes.
  */
-int
+static int
+current_lookahead(uint64 hand_pos, bool overtaken)
+{
+	static int	lookahead = 0;
+	static uint64 last_hand_pos = 0;
+	int			base;
+	uint64		moved = hand_pos - Min(last_hand_pos, hand_pos);
+
+	last_hand_pos = hand_pos;
+	if (bpext_push_lookahead > 0)
+		return Min(bpext_push_lookahead, NBuffers);
+
+	base = Min(Max(NBuffers / 4, 16), NBuffers);
+	if (lookahead < base)
+		lookahead = base;
+	if (overtaken)
+		lookahead = (int) Min((int64) lookahead * 2, (int64) NBuffers);
+	else if (moved < (uint64) lookahead / 4)
+		lookahead = Max(base, lookahead - lookahead / 16);
+	return lookahead;
+}
+
+/*
+ * How long the worker may sleep after a round: as long as the hand, at the
+ * speed it had since the last round, takes to cover a quarter of the
+ * lookahead, so that the next round finds the buffers it must push still
+ * ahead of it; at most bpext.push_interval, which is also the pause while
+ * the hand stands still; none at all if the hand overtook the window.
+ */
+static long
+next_sleep_ms(uint64 hand_pos, int lookahead, bool overtaken)
+{
+	static uint64 last_hand_pos = 0;
+	static TimestampTz last_time = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	uint64		moved = hand_pos - Min(last_hand_pos, hand_pos);
+	double		elapsed_us = (double) (now - Min(last_time, now));
+	long		sleep_ms = bpext_push_interval_ms;
+
+	if (overtaken)
+		sleep_ms = 0;
+	else if (last_time != 0 && moved > 0)
+		sleep_ms = Min(sleep_ms,
+					   (long) (elapsed_us * lookahead / (4.0 * moved) / 1000.0));
+	last_hand_pos = hand_pos;
+	last_time = now;
+	return sleep_ms;
+}
+
+/*
+ * One pass over the buffers ahead of the clock hand.  Returns how many
+ * milliseconds the worker may sleep before the next one.
+ */
+long
 bpext_push_round(void)
 {
 	static uint64 scanned_until = 0;
+	uint64		hand_pos;
+	bool		overtaken;
+	long		sleep_ms;
 	uint32		complete_passes;
 	int			hand;
 	int			lookahead;
@@ -165,21 +331,22 @@ bpext_push_round(void)
 	int			i;
 
 	if (!bpext_tier_enabled())
-		return 0;
-
-	lookahead = bpext_push_lookahead > 0 ? bpext_push_lookahead :
-		Max(NBuffers / 4, 16);
-	lookahead = Min(lookahead, NBuffers);
+	{
+		observing = false;
+		return bpext_push_interval_ms;
+	}
 
 	if (push_batch == NULL)
 		push_batch = tier_batch_create(PUSH_BATCH_PAGES, BPEXT_SOURCE_EVICT_PUSH);
-	if (candidates_capacity < lookahead)
+	if (observed == NULL)
+		observed = MemoryContextAllocExtended(TopMemoryContext,
+											  (Size) NBuffers * sizeof(ObservedBuffer),
+											  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	if (!observing)
 	{
-		if (candidates)
-			pfree(candidates);
-		candidates = MemoryContextAlloc(TopMemoryContext,
-										lookahead * sizeof(PushCandidate));
-		candidates_capacity = lookahead;
+		/* What was seen before the tier was on says nothing now. */
+		memset(observed, 0, (Size) NBuffers * sizeof(ObservedBuffer));
+		observing = true;
 	}
 
 	/*
@@ -190,19 +357,47 @@ bpext_push_round(void)
 	 */
 	hand = StrategySyncStart(&complete_passes, NULL);
 	window_start = (uint64) complete_passes * NBuffers + hand;
+	hand_pos = window_start;
+	overtaken = scanned_until < window_start;
+	lookahead = current_lookahead(hand_pos, overtaken);
 	window_end = window_start + lookahead;
+	if (candidates_capacity < lookahead)
+	{
+		if (candidates)
+			pfree(candidates);
+		candidates = MemoryContextAllocHuge(TopMemoryContext,
+											(Size) lookahead * sizeof(PushCandidate));
+		candidates_capacity = lookahead;
+	}
+
+	/*
+	 * The hand overtook the last window: the positions it passed that no
+	 * window covered are past pushing, but observe them once anyway, so
+	 * that their replacement next lap is seen.
+	 */
+	for (pos = Max(scanned_until, window_start - Min(window_start, (uint64) NBuffers));
+		 pos < window_start; pos++)
+	{
+		int			buf_id = (int) (pos % NBuffers);
+		BufferDesc *desc = GetBufferDescriptor(buf_id);
+
+		observe_buffer(buf_id, desc, pg_atomic_read_u32(&desc->state));
+	}
+
 	if (scanned_until > window_start)
 		window_start = Min(scanned_until, window_end);
-	scanned_until = window_end;
+	scanned_until = Max(scanned_until, window_end);
 
 	for (pos = window_start; pos < window_end; pos++)
 	{
 		int			buf_id = (int) (pos % NBuffers);
 		BufferDesc *desc = GetBufferDescriptor(buf_id);
-		uint32		buf_state;
+		uint32		buf_state = pg_atomic_read_u32(&desc->state);
+
+		observe_buffer(buf_id, desc, buf_state);
 
 		/* Cheap unlocked pre-filter, then the tag under the spinlock. */
-		if (!is_clean_victim(pg_atomic_read_u32(&desc->state)))
+		if (!is_clean_victim(buf_state))
 			continue;
 		buf_state = LockBufHdr(desc);
 		if (is_clean_victim(buf_state) &&
@@ -228,5 +423,6 @@ bpext_push_round(void)
 			published += tier_batch_flush(push_batch);
 	}
 	published += tier_batch_flush(push_batch);
-	return published;
+	sleep_ms = next_sleep_ms(hand_pos, lookahead, overtaken);
+	return published > 0 ? Min(sleep_ms, 1) : sleep_ms;
 }

@@ -10,7 +10,7 @@
 #ifndef BPEXT_EVICT_PUSH_H
 #define BPEXT_EVICT_PUSH_H
 
-extern int	bpext_push_round(void);
+extern long bpext_push_round(void);
 extern void bpext_push_abandon(void);
 
 #endif							/* BPEXT_EVICT_PUSH_H */

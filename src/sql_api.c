@@ -45,6 +45,7 @@
 PG_FUNCTION_INFO_V1(bpext_configuration_1_0);
 PG_FUNCTION_INFO_V1(bpext_configuration_1_1);
 PG_FUNCTION_INFO_V1(bpext_stats_1_0);
+PG_FUNCTION_INFO_V1(bpext_stats_1_2);
 PG_FUNCTION_INFO_V1(bpext_stats_reset);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_enable);
@@ -160,31 +161,28 @@ add_unreferenced(const TierPageInfo *info, void *arg)
 	acc->seconds += info->unreferenced_seconds;
 }
 
-Datum
-bpext_stats_1_0(PG_FUNCTION_ARGS)
+/* The columns bpext_stats has had since 1.0, and since 1.2. */
+#define STATS_COLUMNS_1_0	28
+#define STATS_COLUMNS_1_2	30
+
+/* Fill the 1.0 columns of bpext_stats. */
+static void
+stats_values(const BpextCounters *c, TimestampTz reset_at, Datum *values,
+			 bool *nulls)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	BpextCounters c;
-	TimestampTz reset_at;
 	UnreferencedAcc unref = {0, 0};
-	Datum		values[28];
-	bool		nulls[28] = {0};
 	uint32		used;
 	uint32		active;
 	int			i = 0;
 
-	bpext_require_preloaded();
-	InitMaterializedSRF(fcinfo, 0);
-
-	bpext_stats_sum(&c, &reset_at);
 	used = tier_map_used_slots();
 	active = pg_atomic_read_u32(&BpextCtl->active_slots);
 	tier_map_foreach(add_unreferenced, &unref);
 
-	values[i++] = Int64GetDatum(c.page_reads);
-	values[i++] = Int64GetDatum(c.page_writes);
-	values[i++] = Int64GetDatum(c.page_evictions);
-	values[i++] = Int64GetDatum((int64) c.outstanding_io);
+	values[i++] = Int64GetDatum(c->page_reads);
+	values[i++] = Int64GetDatum(c->page_writes);
+	values[i++] = Int64GetDatum(c->page_evictions);
+	values[i++] = Int64GetDatum((int64) c->outstanding_io);
 	if (unref.pages > 0)
 		values[i++] = Float8GetDatum((double) unref.seconds / unref.pages);
 	else
@@ -195,31 +193,68 @@ bpext_stats_1_0(PG_FUNCTION_ARGS)
 		values[i++] = Float8GetDatum(100.0 * Min(used, active) / active);
 	else
 		nulls[i++] = true;
-	values[i++] = Int64GetDatum(c.lookups);
-	values[i++] = Int64GetDatum(c.hits);
-	values[i++] = Int64GetDatum(c.lookups - Min(c.hits, c.lookups));
-	if (c.lookups > 0)
-		values[i++] = Float8GetDatum((double) c.hits / c.lookups);
+	values[i++] = Int64GetDatum(c->lookups);
+	values[i++] = Int64GetDatum(c->hits);
+	values[i++] = Int64GetDatum(c->lookups - Min(c->hits, c->lookups));
+	if (c->lookups > 0)
+		values[i++] = Float8GetDatum((double) c->hits / c->lookups);
 	else
 		nulls[i++] = true;
-	values[i++] = Int64GetDatum(c.data_file_reads);
-	values[i++] = Int64GetDatum(c.data_file_read_calls);
-	values[i++] = Float8GetDatum(c.read_time_us / 1000.0);
-	values[i++] = Float8GetDatum(c.write_time_us / 1000.0);
-	values[i++] = Int64GetDatum(c.page_reads * BLCKSZ);
-	values[i++] = Int64GetDatum(c.page_writes * BLCKSZ);
-	values[i++] = Int64GetDatum(c.invalidations);
-	values[i++] = Int64GetDatum(c.publish_races);
-	values[i++] = Int64GetDatum(c.admission_skips);
-	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_EVICT_PUSH]);
-	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_DUAL_WRITE]);
-	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_READ]);
-	values[i++] = Int64GetDatum(c.admitted[BPEXT_SOURCE_PREWARM]);
-	values[i++] = Int64GetDatum(c.crc_failures);
-	values[i++] = Int64GetDatum(c.io_errors);
+	values[i++] = Int64GetDatum(c->data_file_reads);
+	values[i++] = Int64GetDatum(c->data_file_read_calls);
+	values[i++] = Float8GetDatum(c->read_time_us / 1000.0);
+	values[i++] = Float8GetDatum(c->write_time_us / 1000.0);
+	values[i++] = Int64GetDatum(c->page_reads * BLCKSZ);
+	values[i++] = Int64GetDatum(c->page_writes * BLCKSZ);
+	values[i++] = Int64GetDatum(c->invalidations);
+	values[i++] = Int64GetDatum(c->publish_races);
+	values[i++] = Int64GetDatum(c->admission_skips);
+	values[i++] = Int64GetDatum(c->admitted[BPEXT_SOURCE_EVICT_PUSH]);
+	values[i++] = Int64GetDatum(c->admitted[BPEXT_SOURCE_DUAL_WRITE]);
+	values[i++] = Int64GetDatum(c->admitted[BPEXT_SOURCE_READ]);
+	values[i++] = Int64GetDatum(c->admitted[BPEXT_SOURCE_PREWARM]);
+	values[i++] = Int64GetDatum(c->crc_failures);
+	values[i++] = Int64GetDatum(c->io_errors);
 	values[i++] = TimestampTzGetDatum(reset_at);
-	Assert(i == lengthof(values));
+	Assert(i == STATS_COLUMNS_1_0);
+}
 
+Datum
+bpext_stats_1_0(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	BpextCounters c;
+	TimestampTz reset_at;
+	Datum		values[STATS_COLUMNS_1_0];
+	bool		nulls[STATS_COLUMNS_1_0] = {0};
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	bpext_stats_sum(&c, &reset_at);
+	stats_values(&c, reset_at, values, nulls);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * 1.2 adds what the eviction push captured: clean main-fork pages seen
+ * leaving shared buffers, and those the tier did not get (evict_push.c).
+ */
+Datum
+bpext_stats_1_2(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	BpextCounters c;
+	TimestampTz reset_at;
+	Datum		values[STATS_COLUMNS_1_2];
+	bool		nulls[STATS_COLUMNS_1_2] = {0};
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	bpext_stats_sum(&c, &reset_at);
+	stats_values(&c, reset_at, values, nulls);
+	values[STATS_COLUMNS_1_0] = Int64GetDatum(c.clean_evictions);
+	values[STATS_COLUMNS_1_0 + 1] = Int64GetDatum(c.missed_pushes);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }

@@ -43,6 +43,9 @@ typedef struct BpextCounters
 								 * while being copied */
 	uint64		admission_skips;	/* pages not admitted for want of room */
 	uint64		admitted[BPEXT_NUM_SOURCES];	/* pages published */
+	uint64		clean_evictions;	/* clean main-fork pages seen leaving
+									 * shared buffers (evict_push.c) */
+	uint64		missed_pushes;	/* those the tier did not hold then */
 	uint64		crc_failures;
 	uint64		io_errors;
 	uint64		read_time_us;

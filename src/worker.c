@@ -6,9 +6,10 @@
  *	  clean pages into the tier ahead of the clock sweep.
  *
  * One static worker, started once the server is consistent (a hot standby
- * uses its tier while it replays WAL, see db_hooks.c).  It sleeps on its latch
- * for bpext.push_interval between push rounds, and not at all while rounds
- * find work.  A configuration reload (SIGHUP) makes it re-apply the tier
+ * uses its tier while it replays WAL, see db_hooks.c).  Between push rounds
+ * it sleeps on its latch for bpext.push_interval while the clock hand
+ * stands still, and less, down to not at all, the faster the hand moves
+ * (evict_push.c).  A configuration reload (SIGHUP) makes it re-apply the tier
  * settings; bpext_enable() and friends wait for it to have done so.
  *
  * If the worker dies, the postmaster restarts it after a second; the new
@@ -177,7 +178,7 @@ bpext_worker_main(Datum main_arg)
 	for (;;)
 	{
 		TimestampTz now;
-		int			pushed;
+		long		naptime;
 		bool		loading;
 
 		CHECK_FOR_INTERRUPTS();
@@ -214,11 +215,11 @@ bpext_worker_main(Datum main_arg)
 		/* A warm start's saved map, a piece per round, without sleeping. */
 		loading = bpext_tier_warm_load_step();
 
-		pushed = bpext_push_round();
+		naptime = bpext_push_round();
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 loading ? 0 : pushed > 0 ? 1 : bpext_push_interval_ms,
+						 loading ? 0 : naptime,
 						 BPEXT_WAIT_EVENT(BPEXT_WAIT_WORKER_MAIN));
 		ResetLatch(MyLatch);
 	}

@@ -495,7 +495,7 @@ is($node->safe_psql('postgres', 'SELECT count(*), min(i), max(i) FROM w'),
 $node->stop;
 $node->adjust_conf('postgresql.conf', 'hot_standby', 'on');
 
-# --- the 1.0 -> 1.1 update --------------------------------------------------------------
+# --- the 1.0 -> 1.1 -> 1.2 update --------------------------------------------------------
 $standby->safe_psql('postgres', q{
 	CREATE DATABASE upd;
 });
@@ -506,7 +506,7 @@ is( $standby->safe_psql('upd',
 $standby->safe_psql('upd', 'ALTER EXTENSION bpext UPDATE');
 is($standby->safe_psql('upd',
 		"SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
-	'1.1', 'updated to 1.1');
+	'1.2', 'updated to 1.2');
 is( $standby->safe_psql('upd',
 		'SELECT start_mode IS NOT NULL AND pages_reused >= 0 FROM bpext_configuration'),
 	't', '1.1: start_mode and pages_reused');
