@@ -426,6 +426,9 @@ def main():
     # The push's share of clean evictions, where the tier fills by evictions
     # alone: B's cold start (no prewarm), select-only.
     for r in runs:
+        if r["config"] == "B" and r["tag"] == "cold" and r.get("clean_evictions") == 0:
+            derived.append("B cold start select-only: no clean page left shared buffers (they "
+                           "were still filling); --cold-seconds 60 or more measures the push")
         if r["config"] == "B" and r["tag"] == "cold" and r.get("push_captured_pct") is not None:
             derived.append(f"B cold start select-only: the tier captured {r['push_captured_pct']:.1f}% "
                            f"of the {r['clean_evictions']:,} clean main-fork pages that left shared "
