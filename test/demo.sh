@@ -46,7 +46,7 @@ make -C "$work/build" -s PG_CONFIG=$bin/pg_config install
 
 echo "== the gain: select-only on an emulated 1000-IOPS data disk, 256 MB of RAM, without and with the tier"
 set +o pipefail
-test/bench/run.sh --no-build --configs A,B --workloads select --scale 30 \
+test/bench/run.sh --no-build --configs A,B --ab-rounds 1 --workloads select --scale 30 \
     --duration 15 --cold-seconds 0 --ram 256MB --shared-buffers 32MB \
     --progress-every 5 --results "$work/bench" 2>&1 |
     grep --line-buffered -E "== [AB]:|progress:|^bench:|select \(main\):" |
