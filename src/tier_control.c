@@ -120,7 +120,8 @@ bpext_tier_fail(const char *what, int save_errno)
 static void
 release_tier(void)
 {
-	bpext_warm_abandon("the tier was switched off during the load of the saved map");
+	bpext_warm_abandon("the tier was switched off during the load of the saved map",
+					   false);
 	tier_map_clear();
 	tier_map_set_active_slots(0);
 	if (worker_fd >= 0)
@@ -230,7 +231,7 @@ enable_tier_warm(const char *path, uint32 nslots)
 			snprintf(err, sizeof(err), "could not stat \"%s\": %m", path);
 			close(fd);
 		}
-		bpext_warm_abandon(err);
+		bpext_warm_abandon(err, false);
 		return false;
 	}
 	take_file(fd, path, saved_nslots, dev, ino);
@@ -384,7 +385,9 @@ bpext_apply_configuration(void)
 			note_applied(path);
 			return;
 		}
-		bpext_warm_abandon("the tier's configuration changed during the load of the saved map");
+		/* What was loaded stays unless the new configuration empties it. */
+		bpext_warm_abandon("the tier's configuration changed during the load of the saved map",
+						   true);
 		end_warm_load();
 		state = pg_atomic_read_u32(&BpextCtl->state);
 	}

@@ -138,6 +138,7 @@ typedef struct WarmState
 	uint64		pages_offset;
 	uint64		rels_offset;
 	uint32		nrels;
+	pg_crc32c	rels_crc;		/* the relation table the postmaster checked */
 
 	/* The worker's progress. */
 	uint64		pages_read;
@@ -823,6 +824,7 @@ decide(void)
 	Warm->pages_offset = warm.pages_offset;
 	Warm->rels_offset = warm.rels_offset;
 	Warm->nrels = warm.nrels;
+	Warm->rels_crc = warm.rels_crc;
 	Warm->saved_checkpoint = warm.checkpoint;
 	Warm->held_rels = held;
 	Warm->log_decision = true;
@@ -886,7 +888,7 @@ bpext_warm_load_pending(const char *path)
 		return false;
 	if (strcmp(Warm->path, path) != 0)
 	{
-		bpext_warm_abandon("bpext.path changed before the tier was enabled");
+		bpext_warm_abandon("bpext.path changed before the tier was enabled", false);
 		return false;
 	}
 	return true;
@@ -909,13 +911,16 @@ bpext_warm_open(uint32 *nslots, char *err, size_t errlen)
 
 /*
  * The tier is enabled on the file and warm_loading is set: read the saved
- * relation table and find each entry the postmaster held.
+ * relation table and find each entry the postmaster held.  The table is
+ * read again, so its CRC is checked again: an entry changed since the
+ * postmaster's check could name a relation it held for another.
  */
 void
 bpext_warm_begin_load(int fd)
 {
 	Size		rels_bytes = sizeof(SavedRel) * Warm->nrels;
 	SavedRel   *rels = palloc_extended(Max(rels_bytes, 1), MCXT_ALLOC_HUGE);
+	pg_crc32c	crc;
 	uint32		i;
 
 	Warm->load_pending = false;
@@ -923,7 +928,17 @@ bpext_warm_begin_load(int fd)
 		pread(fd, rels, rels_bytes, Warm->rels_offset) != (ssize_t) rels_bytes)
 	{
 		pfree(rels);
-		bpext_warm_abandon("the saved tier map could not be read");
+		bpext_warm_abandon("the saved tier map could not be read", false);
+		return;
+	}
+	INIT_CRC32C(crc);
+	if (rels_bytes > 0)
+		COMP_CRC32C(crc, rels, rels_bytes);
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, Warm->rels_crc))
+	{
+		pfree(rels);
+		bpext_warm_abandon("the saved tier map is damaged", false);
 		return;
 	}
 	loaded_rels = MemoryContextAllocHuge(TopMemoryContext,
@@ -1007,7 +1022,8 @@ bpext_warm_load_step(int fd)
 	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
 		pg_atomic_read_u32(&BpextCtl->map_epoch) != Warm->map_epoch)
 	{
-		bpext_warm_abandon("the tier was emptied or switched off during the load");
+		bpext_warm_abandon("the tier was emptied or switched off during the load",
+						   false);
 		return false;
 	}
 
@@ -1028,7 +1044,7 @@ bpext_warm_load_step(int fd)
 		{
 			/* What came from a damaged map is not kept. */
 			tier_map_clear();
-			bpext_warm_abandon("the saved tier map is damaged");
+			bpext_warm_abandon("the saved tier map is damaged", false);
 			return false;
 		}
 		for (i = 0; i < npages; i++)
@@ -1051,11 +1067,12 @@ bpext_warm_load_step(int fd)
 
 /*
  * Give the saved map up (the tier starts, or goes on, cold): release what
- * the postmaster held, and say why.  Pages already published stay; they
- * are as good as any the tier admitted itself.
+ * the postmaster held, and say why.  pages_stay says whether the pages
+ * published so far stay in the tier (they are as good as any the tier
+ * admitted itself), and so still count as reused, or are being dropped.
  */
 void
-bpext_warm_abandon(const char *why)
+bpext_warm_abandon(const char *why, bool pages_stay)
 {
 	bool		was_loading = pg_atomic_read_u32(&BpextCtl->warm_loading) != 0;
 
@@ -1072,20 +1089,26 @@ bpext_warm_abandon(const char *why)
 	Warm->mode = BPEXT_START_COLD;
 	strlcpy(Warm->reason, why, sizeof(Warm->reason));
 	LWLockRelease(BpextCtl->control_lock);
-	pg_atomic_write_u64(&Warm->pages_reused, 0);
+	if (!pages_stay)
+		pg_atomic_write_u64(&Warm->pages_reused, 0);
 	ereport(LOG,
-			(errmsg("bpext: cold start: %s", why)));
+			(errmsg("bpext: cold start: %s", why),
+			 pages_stay ?
+			 errdetail("The %llu saved pages loaded so far stay in the tier.",
+					   (unsigned long long) pg_atomic_read_u64(&Warm->pages_reused)) : 0));
 }
 
 /*
  * The tier is being enabled empty, not by a warm start's load: it was
- * switched off (or moved to another file) after a warm start and is on
- * again.  Nothing of the saved map is in it any more, so the view must
- * stop calling its start warm.
+ * switched off (or moved to another file) after a warm start, or after a
+ * load given up part way, and is on again.  Nothing of the saved map is in
+ * it any more: no page counts as reused, and the view must stop calling
+ * its start warm.
  */
 void
 bpext_warm_note_cold_enable(void)
 {
+	pg_atomic_write_u64(&Warm->pages_reused, 0);
 	if (Warm->mode != BPEXT_START_WARM)
 		return;
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
@@ -1094,7 +1117,6 @@ bpext_warm_note_cold_enable(void)
 			"the tier was switched off after a warm start and started again empty",
 			sizeof(Warm->reason));
 	LWLockRelease(BpextCtl->control_lock);
-	pg_atomic_write_u64(&Warm->pages_reused, 0);
 }
 
 void

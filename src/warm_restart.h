@@ -29,7 +29,7 @@ extern bool bpext_warm_load_pending(const char *path);
 extern int	bpext_warm_open(uint32 *nslots, char *err, size_t errlen);
 extern void bpext_warm_begin_load(int fd);
 extern bool bpext_warm_load_step(int fd);
-extern void bpext_warm_abandon(const char *why);
+extern void bpext_warm_abandon(const char *why, bool pages_stay);
 extern void bpext_warm_note_cold_enable(void);
 
 /* The views. */

@@ -110,7 +110,8 @@ forget_previous_worker(void)
 {
 	if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_DISABLED)
 		return;
-	bpext_warm_abandon("the bpext worker restarted during the load of the saved map");
+	bpext_warm_abandon("the bpext worker restarted during the load of the saved map",
+					   false);
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLING);
 	tier_map_clear();
 	tier_map_set_active_slots(0);
