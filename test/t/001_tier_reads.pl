@@ -22,6 +22,7 @@ use BpextTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 
 my $nrows = 300000;
 my $lookups = 8000;
@@ -51,6 +52,7 @@ sub read_everything
 
 	bpext_evict_shared_buffers($node);
 	my $before = bpext_stats($node);
+	my $started = time;
 	bpext_check_lookups($node, 'postgres', 't',
 		rows => $rows, ver => $ver, lookups => $lookups,
 		seed => $seed, name => "$phase, first pass");
@@ -62,6 +64,7 @@ sub read_everything
 	bpext_check_table($node, 'postgres', 't',
 		rows => $rows, ver => $ver, scan => 'index', name => $phase);
 	my $after = bpext_stats($node);
+	my $elapsed_ms = (time - $started) * 1000;
 
 	my $reads = $after->{extension_page_reads} - $before->{extension_page_reads};
 	cmp_ok($reads, '>=', 2000,
@@ -70,6 +73,26 @@ sub read_everything
 		"$phase: every tier hit was served");
 	is($after->{crc_failures}, 0, "$phase: no checksum failures");
 	is($after->{io_errors}, 0, "$phase: no I/O errors");
+
+	# One backend read at a time (autovacuum is off), so the time counted
+	# in tier reads is more than nothing and less than the phase took.
+	my $read_ms = $after->{read_time_ms} - $before->{read_time_ms};
+	ok($read_ms > 0 && $read_ms < $elapsed_ms,
+		sprintf('%s: tier read time %.1f ms, within the phase\'s %.0f ms',
+			$phase, $read_ms, $elapsed_ms));
+
+	# The last scan filled shared buffers with pages of t; each says how
+	# long the read that brought it in took, and no read took longer than
+	# the whole phase.
+	my ($timed, $longest_us) = split /\|/, $node->safe_psql('postgres', q{
+		SELECT count(read_microsec), coalesce(max(read_microsec), 0)
+		  FROM bpext_buffer_descriptors
+		 WHERE NOT is_in_bpool_extension
+		   AND allocation_unit_id = pg_relation_filenode('t')});
+	cmp_ok($timed, '>=', 100,
+		"$phase: shared buffers of t carry read_microsec ($timed)");
+	cmp_ok($longest_us, '<', $elapsed_ms * 1000,
+		"$phase: the longest read_microsec ($longest_us) within the phase");
 	return;
 }
 
