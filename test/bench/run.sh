@@ -24,6 +24,9 @@ MAJOR=${PG_MAJOR:-$NATIVE_MAJOR}
 bpext_check_majors "$MAJOR" || exit 2
 if [ -z "${PGBIN:-}" ] && [ "$MAJOR" != "$NATIVE_MAJOR" ]; then
     [ "$(id -u)" -eq 0 ] || { echo "bench: must run as root" >&2; exit 2; }
+    # The chroot has no git: name the commit here, for the report.
+    BPEXT_COMMIT=$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)
+    export BPEXT_COMMIT
     exec "$TOP/test/pg_chroot.sh" "$MAJOR" /bpext/test/bench/run.sh "$@"
 fi
 PGBIN=${PGBIN:-/usr/lib/postgresql/$MAJOR/bin}
@@ -589,7 +592,7 @@ cat > "$RESULTS/params.json" <<JSON
  "host": $(jstr "$(hostname)"), "kernel": $(jstr "$(uname -r)"), "cpus": $(nproc),
  "mem_total_kb": $(awk '/MemTotal/ { print $2 }' /proc/meminfo),
  "postgres": $(jstr "$("$PGBIN/postgres" --version)"),
- "bpext_commit": $(jstr "$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)"),
+ "bpext_commit": $(jstr "${BPEXT_COMMIT:-$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)}"),
  "cgroup": "$CG_MODE", "scale": $SCALE, "clients": $CLIENTS, "threads": $THREADS,
  "scan_clients": $SCAN_CLIENTS, "duration": $DURATION, "cold_seconds": $COLD_SECONDS,
  "restart_seconds": $RESTART_SECONDS,
