@@ -154,6 +154,19 @@ static WarmState *Warm = NULL;
 static uint32 *loaded_rels = NULL;
 static SavedPage *chunk_pages = NULL;
 
+/* The CRC of a saved relation table, stored in the warm header. */
+static pg_crc32c
+saved_rels_crc(const SavedRel *rels, uint32 nrels)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	if (nrels > 0)
+		COMP_CRC32C(crc, rels, sizeof(SavedRel) * nrels);
+	FIN_CRC32C(crc);
+	return crc;
+}
+
 static const char *
 db_state_name(DBState state)
 {
@@ -562,10 +575,7 @@ save_map_at_exit(int code, Datum arg)
 
 	warm.rels_offset = cxt->offset;
 	rels_bytes = sizeof(SavedRel) * cxt->nrels;
-	INIT_CRC32C(rels_crc);
-	if (cxt->nrels > 0)
-		COMP_CRC32C(rels_crc, cxt->rels, rels_bytes);
-	FIN_CRC32C(rels_crc);
+	rels_crc = saved_rels_crc(cxt->rels, cxt->nrels);
 	if (!cxt->failed && rels_bytes > 0 &&
 		pwrite(fd, cxt->rels, rels_bytes, warm.rels_offset) != (ssize_t) rels_bytes)
 	{
@@ -655,7 +665,6 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	uint64		token;
 	struct stat st;
 	Size		rels_bytes;
-	pg_crc32c	crc;
 
 	if (!read_control_file(&control))
 		return "pg_control could not be read";
@@ -708,11 +717,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	if (rels_bytes > 0 &&
 		pread(fd, *rels, rels_bytes, warm->rels_offset) != (ssize_t) rels_bytes)
 		return "the saved tier map could not be read";
-	INIT_CRC32C(crc);
-	if (rels_bytes > 0)
-		COMP_CRC32C(crc, *rels, rels_bytes);
-	FIN_CRC32C(crc);
-	if (!EQ_CRC32C(crc, warm->rels_crc))
+	if (!EQ_CRC32C(saved_rels_crc(*rels, warm->nrels), warm->rels_crc))
 		return "the saved tier map is damaged";
 	return NULL;
 }
@@ -920,7 +925,6 @@ bpext_warm_begin_load(int fd)
 {
 	Size		rels_bytes = sizeof(SavedRel) * Warm->nrels;
 	SavedRel   *rels = palloc_extended(Max(rels_bytes, 1), MCXT_ALLOC_HUGE);
-	pg_crc32c	crc;
 	uint32		i;
 
 	Warm->load_pending = false;
@@ -931,11 +935,7 @@ bpext_warm_begin_load(int fd)
 		bpext_warm_abandon("the saved tier map could not be read", false);
 		return;
 	}
-	INIT_CRC32C(crc);
-	if (rels_bytes > 0)
-		COMP_CRC32C(crc, rels, rels_bytes);
-	FIN_CRC32C(crc);
-	if (!EQ_CRC32C(crc, Warm->rels_crc))
+	if (!EQ_CRC32C(saved_rels_crc(rels, Warm->nrels), Warm->rels_crc))
 	{
 		pfree(rels);
 		bpext_warm_abandon("the saved tier map is damaged", false);
