@@ -12,6 +12,7 @@ OBJS = \
 	src/prewarm.o \
 	src/scan_pool.o \
 	src/settings.o \
+	src/slot_directory.o \
 	src/smgr_wrap.o \
 	src/smgr_wrap_block.o \
 	src/smgr_wrap_vectored.o \
