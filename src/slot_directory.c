@@ -243,19 +243,6 @@ slot_directory_nslots(void)
 	return Dir->nslots;
 }
 
-/* The chunks the map changed since they were written. */
-uint32
-slot_directory_dirty_chunks(void)
-{
-	uint32		nchunks = TIER_DIR_CHUNKS(Dir->nslots);
-	uint32		count = 0;
-	uint32		w;
-
-	for (w = 0; w < bitmap_words(nchunks); w++)
-		count += pg_popcount32(pg_atomic_read_u32(&Dir->dirty[w]));
-	return count;
-}
-
 static pg_crc32c
 chunk_crc(const DirChunk *c)
 {

@@ -40,7 +40,6 @@ extern uint32 slot_directory_nslots(void);
 /* Writing chunks: the worker as the map changes, the postmaster at exit. */
 extern bool slot_directory_flush(int fd, uint32 max_chunks, uint32 *nwritten,
 								 bool *more);
-extern uint32 slot_directory_dirty_chunks(void);
 
 /* Reading chunks back: a warm start's load. */
 extern int	slot_directory_read(int fd, uint32 first_chunk, uint32 nchunks,

@@ -197,12 +197,11 @@ wanted_slots(void)
  * checks both).
  */
 /*
- * The slot directory's pace (bpext_tier_flush_directory): a round a second,
- * or sooner once this many chunks wait, of at most this many chunks
- * (64 MB), so that one round never holds the worker for long.
+ * The slot directory's pace (bpext_tier_flush_directory): a round a second
+ * of at most this many chunks (64 MB), so that one round never holds the
+ * worker for long; with more waiting, the next round follows at once.
  */
 #define DIRECTORY_FLUSH_INTERVAL_MS	1000
-#define DIRECTORY_FLUSH_BACKLOG		4096
 #define DIRECTORY_FLUSH_MAX_CHUNKS	8192
 
 static void
@@ -496,7 +495,7 @@ bpext_tier_warm_load_step(void)
 
 /*
  * From the worker's loop: write the slot directory's chunks that the map
- * changed, at most once a second unless many wait, and start the kernel's
+ * changed, once a second (at once again while more wait), and start the kernel's
  * writeback of the tier file, so that what the save at exit has to write
  * and fsync stays small (slot_directory.c).  Not while a warm start's load
  * runs: the directory is still being read.
@@ -514,8 +513,7 @@ bpext_tier_flush_directory(void)
 		pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
 		return;
 	now = GetCurrentTimestamp();
-	if (!TimestampDifferenceExceeds(last_flush, now, DIRECTORY_FLUSH_INTERVAL_MS) &&
-		slot_directory_dirty_chunks() < DIRECTORY_FLUSH_BACKLOG)
+	if (!TimestampDifferenceExceeds(last_flush, now, DIRECTORY_FLUSH_INTERVAL_MS))
 		return;
 	last_flush = now;
 	if (!slot_directory_flush(worker_fd, DIRECTORY_FLUSH_MAX_CHUNKS,

@@ -56,9 +56,11 @@
  *
  * Start-up cost.  A terabyte tier has 134 million slots (3.7 GB) and up to
  * 8 million relation entries.  The postmaster, which must start accepting
- * connections quickly, only sets up the bucket arrays: relation entries
- * are made when first taken (rel_unused), and slots by the worker when it
- * makes them usable (tier_map_set_active_slots, slots_ready).  Nothing
+ * connections quickly, only sets up the relation buckets (16 MB at a
+ * terabyte): page buckets read as empty from zeroed memory (bucket_head),
+ * relation entries are made when first taken (rel_unused), and slots by
+ * the worker when it makes them usable (tier_map_set_active_slots,
+ * slots_ready).  Nothing
  * reads a slot or relation entry that was never made: lookups only follow
  * hash chains, and relation walks stop at rel_unused.
  *
@@ -217,6 +219,26 @@ bucket_of(uint32 hash)
 	return hash & (Map->nbuckets - 1);
 }
 
+/*
+ * A bucket holds its first slot's index plus one, so that zero, what a new
+ * shared memory segment holds, is an empty chain: PostgreSQL creates the
+ * segment anew at every start and after every crash (anonymous mmap, SysV
+ * and huge pages all come zeroed), so the postmaster does not have to
+ * write the bucket array, 256 MB at a terabyte, before it can accept
+ * connections.
+ */
+static inline uint32
+bucket_head(uint32 bucket)
+{
+	return Map->buckets[bucket] - 1;
+}
+
+static inline void
+set_bucket_head(uint32 bucket, uint32 slot)
+{
+	Map->buckets[bucket] = slot + 1;
+}
+
 static inline LWLock *
 partition_lock(uint32 bucket)
 {
@@ -361,8 +383,8 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	p += MAXALIGN(max_slots * sizeof(TierSlot));
 	Map->write_generations = (pg_atomic_uint32 *) p;
 
-	/* TIER_INVALID_INDEX is all ones. */
-	memset(Map->buckets, 0xFF, Map->nbuckets * sizeof(uint32));
+	/* The buckets need no setting up (bucket_head); TIER_INVALID_INDEX is
+	 * all ones. */
 	memset(Map->rel_buckets, 0xFF, Map->rel_nbuckets * sizeof(uint32));
 	Map->rel_free = TIER_INVALID_INDEX;
 	Map->rel_unused = 0;
@@ -411,7 +433,7 @@ tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 		return TIER_INVALID_INDEX;
 
 	LWLockAcquire(lock, LW_SHARED);
-	for (slot = Map->buckets[bucket]; slot != TIER_INVALID_INDEX;
+	for (slot = bucket_head(bucket); slot != TIER_INVALID_INDEX;
 		 slot = Map->slots[slot].next)
 	{
 		TierSlot   *s = &Map->slots[slot];
@@ -478,7 +500,7 @@ tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 		return false;
 
 	LWLockAcquire(lock, LW_SHARED);
-	for (slot = Map->buckets[bucket]; slot != TIER_INVALID_INDEX;
+	for (slot = bucket_head(bucket); slot != TIER_INVALID_INDEX;
 		 slot = Map->slots[slot].next)
 	{
 		TierSlot   *s = &Map->slots[slot];
@@ -784,7 +806,7 @@ tier_map_alloc_slot(void)
 			continue;
 		}
 		prev = TIER_INVALID_INDEX;
-		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 			 cur = Map->slots[cur].next)
 		{
 			if (cur == slot)
@@ -824,7 +846,7 @@ slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
 	uint32		state;
 
 	if (prev == TIER_INVALID_INDEX)
-		Map->buckets[bucket] = s->next;
+		set_bucket_head(bucket, s->next);
 	else
 		Map->slots[prev].next = s->next;
 	s->next = TIER_INVALID_INDEX;
@@ -936,7 +958,7 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 
 	/* An older copy of the same page (dead or not) gives way. */
 	prev = TIER_INVALID_INDEX;
-	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 		 cur = Map->slots[cur].next)
 	{
 		TierSlot   *c = &Map->slots[cur];
@@ -956,9 +978,9 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 	s->generation = ticket->rel_generation;
 	s->crc = crc;
 	s->last_access = map_clock();
-	s->next = Map->buckets[bucket];
+	s->next = bucket_head(bucket);
 	pg_write_barrier();
-	Map->buckets[bucket] = slot;
+	set_bucket_head(bucket, slot);
 	pg_atomic_write_u32(&s->state, SLOT_HASHED | SLOT_USAGE_ONE);
 	slot_directory_note_change(slot);
 	LWLockRelease(lock);
@@ -988,7 +1010,7 @@ remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 
 	/* Most writes find nothing to remove: look under the shared lock. */
 	LWLockAcquire(lock, LW_SHARED);
-	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 		 cur = Map->slots[cur].next)
 	{
 		if (slot_matches(&Map->slots[cur], rfile, fork, block))
@@ -1002,7 +1024,7 @@ remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 		return;
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 		 cur = Map->slots[cur].next)
 	{
 		TierSlot   *c = &Map->slots[cur];
@@ -1198,7 +1220,7 @@ unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
 	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
 	{
 		uint32		prev = TIER_INVALID_INDEX;
-		uint32		cur = Map->buckets[bucket];
+		uint32		cur = bucket_head(bucket);
 
 		while (cur != TIER_INVALID_INDEX)
 		{
@@ -1336,7 +1358,7 @@ tier_map_drop_slots(uint32 first, uint32 end)
 									 Map->rels[rel].fork, s->block));
 		lock = partition_lock(bucket);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 			 cur = Map->slots[cur].next)
 		{
 			if (cur == slot)
@@ -1400,7 +1422,7 @@ tier_map_foreach_piece(uint32 piece,
 	{
 		uint32		cur;
 
-		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 			 cur = Map->slots[cur].next)
 		{
 			TierSlot   *s = &Map->slots[cur];
