@@ -9,6 +9,7 @@ OBJS = \
 	src/evict_push.o \
 	src/interpose.o \
 	src/io_watch.o \
+	src/postmaster_io.o \
 	src/prewarm.o \
 	src/scan_pool.o \
 	src/settings.o \

@@ -58,6 +58,7 @@
 #include "storage/shmem.h"
 
 #include "bpext.h"
+#include "postmaster_io.h"
 #include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -285,6 +286,22 @@ build_chunk(uint32 chunk, DirChunk *c)
 	return any;
 }
 
+/* Write n chunks that lie one after the other in images, with one call. */
+static ssize_t
+write_chunks(int fd, uint32 nslots, uint32 first, uint32 n, char *images)
+{
+	struct iovec iov[DIR_RUN_CHUNKS];
+	uint32		i;
+
+	Assert(n <= DIR_RUN_CHUNKS);
+	for (i = 0; i < n; i++)
+	{
+		iov[i].iov_base = images + (Size) i * BLCKSZ;
+		iov[i].iov_len = BLCKSZ;
+	}
+	return pwritev(fd, iov, n, TIER_DIR_CHUNK_OFFSET(nslots, first));
+}
+
 /*
  * Write the run of chunks built in run_buffer, first..first+n-1.  On
  * failure they are marked dirty again and the directory becomes unusable
@@ -293,20 +310,13 @@ build_chunk(uint32 chunk, DirChunk *c)
 static bool
 write_run(int fd, uint32 first, uint32 n)
 {
-	struct iovec iov[DIR_RUN_CHUNKS];
-	ssize_t		want = (ssize_t) n * BLCKSZ;
 	ssize_t		done;
 	uint32		i;
 
 	if (n == 0)
 		return true;
-	for (i = 0; i < n; i++)
-	{
-		iov[i].iov_base = run_buffer + (Size) i * BLCKSZ;
-		iov[i].iov_len = BLCKSZ;
-	}
-	done = pwritev(fd, iov, n, TIER_DIR_CHUNK_OFFSET(Dir->nslots, first));
-	if (done != want)
+	done = write_chunks(fd, Dir->nslots, first, n, run_buffer);
+	if (done != (ssize_t) n * BLCKSZ)
 	{
 		int			save_errno = (done < 0) ? errno : ENOSPC;
 
@@ -466,4 +476,108 @@ slot_directory_note_loaded(uint32 chunk, bool valid, bool current)
 	set_written(chunk, valid);
 	if (valid && !current)
 		mark_dirty(chunk);
+}
+
+/*
+ * At exit, in the postmaster, alone: build every dirty chunk into memory,
+ * for a helper process to write (warm_restart.c, postmaster_io.c), so that
+ * the helper needs no shared memory.  NULL with errno if out of memory.
+ */
+SlotDirBatch *
+slot_directory_collect_dirty(void)
+{
+	uint32		nchunks = TIER_DIR_CHUNKS(Dir->nslots);
+	uint32		words = bitmap_words(nchunks);
+	SlotDirBatch *batch;
+	uint32		allocated = 64;
+	uint32		w;
+
+	batch = calloc(1, sizeof(SlotDirBatch));
+	if (batch == NULL)
+		return NULL;
+	batch->nslots = Dir->nslots;
+	batch->chunks = malloc(sizeof(uint32) * allocated);
+	batch->images = malloc((Size) BLCKSZ * allocated);
+	if (batch->chunks == NULL || batch->images == NULL)
+		goto oom;
+	for (w = 0; w < words; w++)
+	{
+		uint32		bits = pg_atomic_read_u32(&Dir->dirty[w]);
+
+		while (bits != 0)
+		{
+			uint32		chunk = w * 32 + pg_rightmost_one_pos32(bits);
+
+			bits &= bits - 1;
+			if (chunk >= nchunks)
+				continue;
+			if (batch->nchunks == allocated)
+			{
+				uint32	   *chunks;
+				char	   *images;
+
+				allocated *= 2;
+				chunks = realloc(batch->chunks, sizeof(uint32) * allocated);
+				if (chunks == NULL)
+					goto oom;
+				batch->chunks = chunks;
+				images = realloc(batch->images, (Size) BLCKSZ * allocated);
+				if (images == NULL)
+					goto oom;
+				batch->images = images;
+			}
+			if (!build_chunk(chunk, (DirChunk *) (batch->images +
+												  (Size) BLCKSZ * batch->nchunks)) &&
+				!chunk_written(chunk))
+				continue;
+			batch->chunks[batch->nchunks++] = chunk;
+		}
+	}
+	return batch;
+
+oom:
+	slot_directory_free_batch(batch);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void
+slot_directory_free_batch(SlotDirBatch *batch)
+{
+	if (batch == NULL)
+		return;
+	free(batch->chunks);
+	free(batch->images);
+	free(batch);
+}
+
+/*
+ * Write a batch, neighbours together, reporting progress after each call
+ * (postmaster_io.c).  False with errno on failure.
+ */
+bool
+slot_directory_write_batch(int fd, const SlotDirBatch *batch)
+{
+	uint32		i = 0;
+
+	while (i < batch->nchunks)
+	{
+		uint32		n = 1;
+		ssize_t		done;
+
+		while (i + n < batch->nchunks && n < DIR_RUN_CHUNKS &&
+			   batch->chunks[i + n] == batch->chunks[i] + n)
+			n++;
+		done = write_chunks(fd, batch->nslots, batch->chunks[i], n,
+							batch->images + (Size) BLCKSZ * i);
+		if (done != (ssize_t) n * BLCKSZ)
+		{
+			if (done >= 0)
+				errno = ENOSPC;
+			return false;
+		}
+		postmaster_io_progress();
+		i += n;
+	}
+	return true;
 }

@@ -41,6 +41,19 @@ extern uint32 slot_directory_nslots(void);
 extern bool slot_directory_flush(int fd, uint32 max_chunks, uint32 *nwritten,
 								 bool *more);
 
+/* At exit: the dirty chunks, built in memory, for a helper to write. */
+typedef struct SlotDirBatch
+{
+	uint32		nslots;			/* of the file the directory describes */
+	uint32		nchunks;
+	uint32	   *chunks;			/* their numbers, ascending */
+	char	   *images;			/* BLCKSZ each */
+} SlotDirBatch;
+
+extern SlotDirBatch *slot_directory_collect_dirty(void);
+extern bool slot_directory_write_batch(int fd, const SlotDirBatch *batch);
+extern void slot_directory_free_batch(SlotDirBatch *batch);
+
 /* Reading chunks back: a warm start's load. */
 extern int	slot_directory_read(int fd, uint32 first_chunk, uint32 nchunks,
 								SlotDirEntry *entries, bool *valid);

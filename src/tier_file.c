@@ -75,6 +75,28 @@ static union
 	double		force_align;
 }			bounce_space;
 
+/*
+ * The cluster's system identifier, which tier file headers carry.  Cached,
+ * because the postmaster's helper process (postmaster_io.c) checks headers
+ * after it has detached from the shared memory that holds pg_control's
+ * copy: tier_file_cache_identity() must have run in the postmaster first.
+ */
+static uint64 system_identifier = 0;
+
+void
+tier_file_cache_identity(void)
+{
+	if (system_identifier == 0)
+		system_identifier = GetSystemIdentifier();
+}
+
+static uint64
+cluster_identifier(void)
+{
+	tier_file_cache_identity();
+	return system_identifier;
+}
+
 static char *
 bounce_page(void)
 {
@@ -103,7 +125,7 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 	memcpy(hdr->magic, TIER_MAGIC, sizeof(hdr->magic));
 	hdr->format_version = TIER_FORMAT_VERSION;
 	hdr->blcksz = BLCKSZ;
-	hdr->system_identifier = GetSystemIdentifier();
+	hdr->system_identifier = cluster_identifier();
 	hdr->nslots = nslots;
 	hdr->crc = header_crc(hdr);
 	n = pwrite(fd, page, BLCKSZ, 0);
@@ -192,7 +214,7 @@ tier_file_check_ours(int fd, const char *path, uint32 *nslots, char *err,
 				 path, hdr->format_version, hdr->blcksz);
 		return false;
 	}
-	if (hdr->system_identifier != GetSystemIdentifier())
+	if (hdr->system_identifier != cluster_identifier())
 	{
 		snprintf(err, errlen,
 				 "\"%s\" is the tier file of another cluster (system identifier " UINT64_FORMAT ")",

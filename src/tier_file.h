@@ -80,6 +80,7 @@ extern bool tier_file_still_ours(int fd, const char *path, uint32 nslots,
 								 char *err, size_t errlen);
 
 /* Warm restart. */
+extern void tier_file_cache_identity(void);
 extern bool tier_file_check_ours(int fd, const char *path, uint32 *nslots,
 								 char *err, size_t errlen);
 extern bool tier_file_read_warm(int fd, TierWarmHeader *warm);

@@ -82,6 +82,7 @@
 #include "utils/timestamp.h"
 
 #include "bpext.h"
+#include "postmaster_io.h"
 #include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -432,25 +433,112 @@ open_used_tier_file(const char *path, uint64 dev, uint64 ino, const char **why)
 	return fd;
 }
 
-static void
-save_map_at_exit(int code, Datum arg)
+/* What the helper that finishes the save needs (copied at fork). */
+typedef struct SaveJob
 {
-	ControlFileData control;
-	TierWarmHeader warm;
-	SaveContext *cxt;
 	char		path[MAXPGPATH];
 	uint64		dev;
 	uint64		ino;
 	uint32		nslots;
-	char		err[512];
+	SlotDirBatch *batch;
+	SavedRel   *rels;
+	uint32		nrels;
+	TierWarmHeader warm;
+} SaveJob;
+
+typedef struct SaveResult
+{
+	bool		saved;
+	char		error[256];
+} SaveResult;
+
+/*
+ * The helper's part of the save: write what the postmaster prepared into
+ * the tier file, durably, header last.  NULL, or why it failed.
+ */
+static const char *
+save_to_file(SaveJob *job, char *err, size_t errlen)
+{
 	const char *why = NULL;
+	uint32		nslots;
+	Size		rels_bytes = sizeof(SavedRel) * job->nrels;
+	int			fd;
+
+	fd = open_used_tier_file(job->path, job->dev, job->ino, &why);
+	postmaster_io_progress();
+	if (fd < 0)
+		return why;
+	if (!tier_file_check_ours(fd, job->path, &nslots, err, errlen))
+		return err;
+	postmaster_io_progress();
+	if (nslots != job->nslots)
+		return "the tier file was resized";
+	if (!slot_directory_write_batch(fd, job->batch))
+	{
+		snprintf(err, errlen, "could not write the slot directory: %m");
+		return err;
+	}
+	if (rels_bytes > 0 &&
+		pwrite(fd, job->rels, rels_bytes, job->warm.rels_offset) != (ssize_t) rels_bytes)
+	{
+		snprintf(err, errlen, "could not write the relation table: %m");
+		return err;
+	}
+	postmaster_io_progress();
+	if (fdatasync(fd) != 0)
+	{
+		snprintf(err, errlen, "could not fsync the tier file: %m");
+		return err;
+	}
+	postmaster_io_progress();
+	if (!tier_file_write_warm(fd, &job->warm))
+	{
+		snprintf(err, errlen, "could not write the tier file's header: %m");
+		return err;
+	}
+	return NULL;
+}
+
+/* In the helper process (postmaster_io.c). */
+static void
+save_in_helper(void *arg)
+{
+	SaveResult	result;
+	char		err[256];
+	const char *why;
+
+	memset(&result, 0, sizeof(result));
+	why = save_to_file((SaveJob *) arg, err, sizeof(err));
+	result.saved = (why == NULL);
+	if (why != NULL)
+		strlcpy(result.error, why, sizeof(result.error));
+	postmaster_io_send(&result, sizeof(result));
+}
+
+static void
+not_saved(const char *why)
+{
+	ereport(LOG,
+			(errmsg("bpext: the tier map was not saved at shutdown: %s", why)));
+}
+
+/*
+ * At the postmaster's exit: finish saving the map, so that the next start
+ * can reuse it.  The map is read here, while nothing else runs; the tier
+ * file is written by a helper process that the postmaster stops waiting
+ * for if the device hangs (postmaster_io.c).
+ */
+static void
+save_map_at_exit(int code, Datum arg)
+{
+	ControlFileData control;
+	SaveJob    *job;
+	SaveContext rels;
+	SaveResult *result = NULL;
+	size_t		resultlen;
+	char		why[512];
 	instr_time	start;
 	uint64		token;
-	Size		rels_bytes;
-	pg_crc32c	rels_crc;
-	uint32		chunks_written = 0;
-	bool		more;
-	int			fd;
 
 	/* Also called when shared memory is reset after a crash: not then. */
 	if (code != 0 || BpextCtl == NULL)
@@ -459,136 +547,109 @@ save_map_at_exit(int code, Datum arg)
 		return;
 	if (!bpext_warm_restart)
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: bpext.warm_restart is off")));
+		not_saved("bpext.warm_restart is off");
 		return;
 	}
 	if (!read_control_file(&control) || !clean_shutdown(&control))
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: the shutdown was not clean")));
+		not_saved("the shutdown was not clean");
 		return;
 	}
 	if (pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
 	{
 		/* The chunks not yet loaded name pages the map never held. */
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: the load of the map saved before had not finished")));
+		not_saved("the load of the map saved before had not finished");
+		return;
+	}
+	if (!slot_directory_usable())
+	{
+		not_saved("a write of the slot directory failed earlier");
 		return;
 	}
 
 	INSTR_TIME_SET_CURRENT(start);
-	strlcpy(path, BpextCtl->path, sizeof(path));
-	dev = BpextCtl->file_dev;
-	ino = BpextCtl->file_ino;
-	fd = open_used_tier_file(path, dev, ino, &why);
-	if (fd < 0)
+	job = calloc(1, sizeof(SaveJob));
+	if (job == NULL)
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: %s", why)));
+		not_saved("out of memory");
 		return;
 	}
-	if (!tier_file_check_ours(fd, path, &nslots, err, sizeof(err)))
+	strlcpy(job->path, BpextCtl->path, sizeof(job->path));
+	job->dev = BpextCtl->file_dev;
+	job->ino = BpextCtl->file_ino;
+	job->nslots = slot_directory_nslots();
+
+	/* What the map changed since the worker's last round, and the rels. */
+	job->batch = slot_directory_collect_dirty();
+	memset(&rels, 0, sizeof(rels));
+	tier_map_foreach_rel_at_exit(save_rel, &rels);
+	job->rels = rels.rels;
+	job->nrels = rels.nrels;
+	if (job->batch == NULL || rels.failed)
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: %s", err)));
-		close(fd);
-		return;
+		not_saved("out of memory");
+		goto done;
 	}
 
-	if (!slot_directory_usable() || slot_directory_nslots() != nslots)
+	/*
+	 * The data files first, then the token: both durable before the header
+	 * that names the token can be.
+	 */
+	if (control.state == DB_SHUTDOWNED_IN_RECOVERY && !sync_data_file_systems())
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: the slot directory is not current"),
-				 errdetail("A write of the slot directory failed earlier.")));
-		close(fd);
-		return;
+		snprintf(why, sizeof(why), "could not flush the data files: %m");
+		not_saved(why);
+		goto done;
+	}
+	if (!pg_strong_random(&token, sizeof(token)) || !write_token(token))
+	{
+		snprintf(why, sizeof(why), "could not write \"%s\": %m", WARM_TOKEN_FILE);
+		not_saved(why);
+		(void) remove_token();
+		goto done;
 	}
 
-	cxt = calloc(1, sizeof(SaveContext));
-	if (cxt == NULL)
-	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: out of memory")));
-		close(fd);
-		return;
-	}
-	memset(&warm, 0, sizeof(warm));
+	job->warm.saved = 1;
+	job->warm.pg_major = PG_VERSION_NUM / 100;
+	job->warm.timeline = control.checkPointCopy.ThisTimeLineID;
+	job->warm.system_identifier = control.system_identifier;
+	job->warm.checkpoint = control.checkPoint;
+	job->warm.control_crc = control.crc;
+	job->warm.nslots = job->nslots;
+	job->warm.token = token;
+	job->warm.npages = tier_map_used_slots();
+	job->warm.nrels = job->nrels;
+	job->warm.rels_crc = saved_rels_crc(job->rels, job->nrels);
+	job->warm.directory_id = slot_directory_id();
+	job->warm.rels_offset = TIER_FILE_BYTES(job->nslots);
 
-	/* What the map changed since the worker's last round. */
-	if (!slot_directory_flush(fd, PG_UINT32_MAX, &chunks_written, &more))
+	tier_file_cache_identity();
+	if (!postmaster_io_run(save_in_helper, job, bpext_io_timeout_ms,
+						   (char **) &result, &resultlen, why, sizeof(why)) ||
+		resultlen != sizeof(SaveResult) || !result->saved)
 	{
-		cxt->failed = true;
-		cxt->save_errno = errno;
+		/* Whatever reached the header, no start may trust it now. */
+		(void) remove_token();
+		if (result != NULL && resultlen == sizeof(SaveResult))
+			not_saved(result->error);
+		else
+			not_saved(why);
+		goto done;
 	}
+	ereport(LOG,
+			(errmsg("bpext: saved the tier map at shutdown: %llu pages of %u relation forks in %llu ms",
+					(unsigned long long) job->warm.npages, job->nrels,
+					(unsigned long long) (bpext_microseconds_since(start) / 1000)),
+			 errdetail_plural("%u slot directory chunk of %u was written at shutdown; the worker had written the others as the tier changed.",
+							  "%u slot directory chunks of %u were written at shutdown; the worker had written the others as the tier changed.",
+							  job->batch->nchunks,
+							  job->batch->nchunks, TIER_DIR_CHUNKS(job->nslots))));
 
-	tier_map_foreach_rel_at_exit(save_rel, cxt);
-	warm.rels_offset = TIER_FILE_BYTES(nslots);
-	rels_bytes = sizeof(SavedRel) * cxt->nrels;
-	rels_crc = saved_rels_crc(cxt->rels, cxt->nrels);
-	if (!cxt->failed && rels_bytes > 0 &&
-		pwrite(fd, cxt->rels, rels_bytes, warm.rels_offset) != (ssize_t) rels_bytes)
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno ? errno : ENOSPC;
-	}
-	if (!cxt->failed && fdatasync(fd) != 0)
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno;
-	}
-	if (!cxt->failed && control.state == DB_SHUTDOWNED_IN_RECOVERY &&
-		!sync_data_file_systems())
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno;
-	}
-	if (!cxt->failed && (!pg_strong_random(&token, sizeof(token)) ||
-						 !write_token(token)))
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno;
-	}
-	if (!cxt->failed)
-	{
-		warm.saved = 1;
-		warm.pg_major = PG_VERSION_NUM / 100;
-		warm.timeline = control.checkPointCopy.ThisTimeLineID;
-		warm.system_identifier = control.system_identifier;
-		warm.checkpoint = control.checkPoint;
-		warm.control_crc = control.crc;
-		warm.nslots = nslots;
-		warm.token = token;
-		warm.npages = tier_map_used_slots();
-		warm.nrels = cxt->nrels;
-		warm.rels_crc = rels_crc;
-		warm.directory_id = slot_directory_id();
-		if (!tier_file_write_warm(fd, &warm))
-		{
-			cxt->failed = true;
-			cxt->save_errno = errno;
-		}
-	}
-
-	if (cxt->failed)
-	{
-		errno = cxt->save_errno;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("bpext: the tier map was not saved at shutdown: %m")));
-	}
-	else
-		ereport(LOG,
-				(errmsg("bpext: saved the tier map at shutdown: %llu pages of %u relation forks in %llu ms",
-						(unsigned long long) warm.npages, cxt->nrels,
-						(unsigned long long) (bpext_microseconds_since(start) / 1000)),
-				 errdetail_plural("%u slot directory chunk of %u was written at shutdown; the worker had written the others as the tier changed.",
-								  "%u slot directory chunks of %u were written at shutdown; the worker had written the others as the tier changed.",
-								  chunks_written,
-								  chunks_written, TIER_DIR_CHUNKS(nslots))));
-	close(fd);
-	free(cxt->rels);
-	free(cxt);
+done:
+	free(result);
+	slot_directory_free_batch(job->batch);
+	free(job->rels);
+	free(job);
 }
 
 /* ---------------------------------------------------------------------
@@ -631,8 +692,10 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	}
 	if (!tier_file_check_ours(fd, path, &file_nslots, buf, buflen))
 		return buf;
+	postmaster_io_progress();
 	if (!tier_file_read_warm(fd, warm) || !warm->saved)
 		return "no tier map was saved at the last shutdown";
+	postmaster_io_progress();
 	if (warm->pg_major != PG_VERSION_NUM / 100)
 	{
 		snprintf(buf, buflen,
@@ -670,6 +733,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	if (rels_bytes > 0 &&
 		pread(fd, *rels, rels_bytes, warm->rels_offset) != (ssize_t) rels_bytes)
 		return "the saved tier map could not be read";
+	postmaster_io_progress();
 	if (!EQ_CRC32C(saved_rels_crc(*rels, warm->nrels), warm->rels_crc))
 		return "the saved tier map is damaged";
 	return NULL;
@@ -700,18 +764,71 @@ tier_configured(void)
 		BpextCtl->max_slots > 0;
 }
 
+/* What the helper found in the tier file; the saved relations follow. */
+typedef struct DecideResult
+{
+	char		why[512];		/* empty if the saved map may be reused */
+	TierWarmHeader warm;
+	uint64		dev;
+	uint64		ino;
+} DecideResult;
+
+/*
+ * In the helper process (postmaster_io.c): check the saved map and, if it
+ * may be reused, consume it; send the verdict, then the relation table.
+ */
+static void
+decide_in_helper(void *arg)
+{
+	const char *path = (const char *) arg;
+	DecideResult result;
+	SavedRel   *rels = NULL;
+	const char *why;
+	int			fd;
+
+	memset(&result, 0, sizeof(result));
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	postmaster_io_progress();
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			snprintf(result.why, sizeof(result.why),
+					 "there is no tier file \"%s\" yet", path);
+		else
+			snprintf(result.why, sizeof(result.why),
+					 "could not open \"%s\": %m", path);
+		postmaster_io_send(&result, sizeof(result));
+		return;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+		why = "the tier file is in use by another server";
+	else
+		why = check_saved_map(fd, path, &result.warm, &rels, result.why,
+							  sizeof(result.why));
+	if (why == NULL)
+		why = consume_saved_map(fd, &result.warm);
+	postmaster_io_progress();
+	if (why == NULL && !tier_file_identity(fd, &result.dev, &result.ino))
+		why = "could not stat the tier file";
+	if (why != NULL && why != result.why)
+		strlcpy(result.why, why, sizeof(result.why));
+	else if (why == NULL)
+		result.why[0] = '\0';
+	postmaster_io_send(&result, sizeof(result));
+	if (why == NULL && result.warm.nrels > 0)
+		postmaster_io_send(rels, sizeof(SavedRel) * result.warm.nrels);
+}
+
 static void
 decide(void)
 {
-	TierWarmHeader warm;
-	SavedRel   *rels = NULL;
-	char		buf[512];
-	const char *why;
+	DecideResult *result = NULL;
+	SavedRel   *rels;
+	size_t		resultlen;
+	char		why[512];
 	uint32		i;
 	uint32		held = 0;
-	uint64		dev;
-	uint64		ino;
-	int			fd;
+	bool		answered;
 
 	if (!tier_configured())
 	{
@@ -726,43 +843,33 @@ decide(void)
 		return;
 	}
 
-	fd = open(bpext_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-	{
-		if (errno == ENOENT)
-			snprintf(buf, sizeof(buf), "there is no tier file \"%s\" yet",
-					 bpext_path);
-		else
-			snprintf(buf, sizeof(buf), "could not open \"%s\": %m", bpext_path);
-		start_cold(buf, true);
-		(void) remove_token();
-		return;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
-		why = "the tier file is in use by another server";
-	else
-		why = check_saved_map(fd, bpext_path, &warm, &rels, buf, sizeof(buf));
-	if (why == NULL)
-		why = consume_saved_map(fd, &warm);
-	if (why == NULL && !tier_file_identity(fd, &dev, &ino))
-		why = "could not stat the tier file";
+	/* The tier file's I/O in a helper, which a hung device cannot stall. */
+	tier_file_cache_identity();
+	answered = postmaster_io_run(decide_in_helper, bpext_path,
+								 bpext_io_timeout_ms, (char **) &result,
+								 &resultlen, why, sizeof(why));
 
 	/* Whatever happened, no later start may match the old token. */
-	if (!remove_token() && why == NULL)
-		why = "the data directory's token could not be removed";
-	close(fd);					/* the worker takes the lock from here */
+	if (!remove_token() && answered && resultlen >= sizeof(DecideResult) &&
+		result->why[0] == '\0')
+		strlcpy(result->why, "the data directory's token could not be removed",
+				sizeof(result->why));
 
-	if (why != NULL)
+	if (!answered || resultlen < sizeof(DecideResult) || result->why[0] != '\0' ||
+		resultlen != sizeof(DecideResult) + sizeof(SavedRel) * result->warm.nrels)
 	{
-		if (why != buf)
-			strlcpy(buf, why, sizeof(buf));
-		start_cold(buf, true);
-		free(rels);
+		if (answered && resultlen >= sizeof(DecideResult) && result->why[0] != '\0')
+			strlcpy(why, result->why, sizeof(why));
+		else if (answered)
+			strlcpy(why, "the saved tier map could not be read", sizeof(why));
+		start_cold(why, true);
+		free(result);
 		return;
 	}
 
 	/* Saved in index order, as tier_map_warm_hold needs them. */
-	for (i = 0; i < warm.nrels; i++)
+	rels = (SavedRel *) ((char *) result + sizeof(DecideResult));
+	for (i = 0; i < result->warm.nrels; i++)
 	{
 		if (rels[i].fork < 0 || rels[i].fork > MAX_FORKNUM)
 			continue;
@@ -771,20 +878,20 @@ decide(void)
 							   rels[i].nblocks))
 			held++;
 	}
-	free(rels);
 
 	Warm->mode = BPEXT_START_WARM;
 	Warm->reason[0] = '\0';
 	Warm->load_pending = true;
 	strlcpy(Warm->path, bpext_path, sizeof(Warm->path));
-	Warm->dev = dev;
-	Warm->ino = ino;
-	Warm->nonce = warm.nonce;
-	Warm->npages = warm.npages;
-	Warm->directory_id = warm.directory_id;
-	Warm->saved_checkpoint = warm.checkpoint;
+	Warm->dev = result->dev;
+	Warm->ino = result->ino;
+	Warm->nonce = result->warm.nonce;
+	Warm->npages = result->warm.npages;
+	Warm->directory_id = result->warm.directory_id;
+	Warm->saved_checkpoint = result->warm.checkpoint;
 	Warm->held_rels = held;
 	Warm->log_decision = true;
+	free(result);
 }
 
 /*
