@@ -9,9 +9,11 @@ OBJS = \
 	src/evict_push.o \
 	src/interpose.o \
 	src/io_watch.o \
+	src/postmaster_io.o \
 	src/prewarm.o \
 	src/scan_pool.o \
 	src/settings.o \
+	src/slot_directory.o \
 	src/smgr_wrap.o \
 	src/smgr_wrap_block.o \
 	src/smgr_wrap_vectored.o \

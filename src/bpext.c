@@ -37,6 +37,7 @@
 #include "descriptors.h"
 #include "io_watch.h"
 #include "scan_pool.h"
+#include "slot_directory.h"
 #include "smgr_wrap.h"
 #include "stats.h"
 #include "tier_file.h"
@@ -66,6 +67,7 @@ bpext_shmem_size(void)
 	Size		size = MAXALIGN(sizeof(BpextControl));
 
 	size = add_size(size, tier_map_shmem_size(startup_max_slots));
+	size = add_size(size, slot_directory_shmem_size(startup_max_slots));
 	size = add_size(size, bpext_stats_shmem_size());
 	size = add_size(size, bpext_io_watch_shmem_size());
 	size = add_size(size, bpext_descriptors_shmem_size());
@@ -108,6 +110,7 @@ bpext_shmem_startup(void)
 		BpextCtl->applied_size_mb = -1;
 	}
 	tier_map_shmem_init(startup_max_slots, found);
+	slot_directory_shmem_init(startup_max_slots, found);
 	bpext_stats_shmem_init(found);
 	bpext_io_watch_shmem_init(found);
 	bpext_descriptors_shmem_init(found);

@@ -140,6 +140,7 @@ extern void bpext_tier_check_file(void);
 extern const char *bpext_state_description(BpextState state);
 extern void bpext_wake_worker(void);
 extern bool bpext_tier_warm_load_step(void);
+extern void bpext_tier_flush_directory(void);
 
 /* Microseconds since start, for the read and write timings. */
 static inline uint64

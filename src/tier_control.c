@@ -26,6 +26,8 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+
 #include <unistd.h>
 
 #include "miscadmin.h"
@@ -34,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "bpext.h"
+#include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
@@ -129,6 +132,7 @@ release_tier(void)
 	worker_fd = -1;
 	worker_nslots = 0;
 	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
+	slot_directory_forget();
 	tier_file_close_local();
 }
 
@@ -192,8 +196,17 @@ wanted_slots(void)
  * descriptor of the previous file, can no longer publish (tier_map_publish
  * checks both).
  */
+/*
+ * The slot directory's pace (bpext_tier_flush_directory): a round a second
+ * of at most this many chunks (64 MB), so that one round never holds the
+ * worker for long; with more waiting, the next round follows at once.
+ */
+#define DIRECTORY_FLUSH_INTERVAL_MS	1000
+#define DIRECTORY_FLUSH_MAX_CHUNKS	8192
+
 static void
-take_file(int fd, const char *path, uint32 nslots, uint64 dev, uint64 ino)
+take_file(int fd, const char *path, uint32 nslots, uint64 dev, uint64 ino,
+		  uint64 directory_id)
 {
 	worker_fd = fd;
 	worker_nslots = nslots;
@@ -206,6 +219,7 @@ take_file(int fd, const char *path, uint32 nslots, uint64 dev, uint64 ino)
 
 	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
 	tier_map_begin_drop();
+	slot_directory_lay_out(nslots, directory_id);
 }
 
 /*
@@ -234,7 +248,7 @@ enable_tier_warm(const char *path, uint32 nslots)
 		bpext_warm_abandon(err, false);
 		return false;
 	}
-	take_file(fd, path, saved_nslots, dev, ino);
+	take_file(fd, path, saved_nslots, dev, ino, bpext_warm_directory_id());
 
 	/*
 	 * Slots stay closed to new pages until every saved one is loaded: a
@@ -285,7 +299,7 @@ enable_tier(const char *path, uint32 nslots)
 		return;
 	}
 	/* A new file, then a new epoch; only then may the map take pages. */
-	take_file(fd, path, nslots, dev, ino);
+	take_file(fd, path, nslots, dev, ino, 0);
 	bpext_warm_note_cold_enable();
 	tier_map_set_active_slots(nslots);
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLED);
@@ -313,6 +327,13 @@ resize_tier(uint32 nslots)
 		return;
 	}
 	worker_nslots = nslots;
+
+	/*
+	 * The directory moved with the file's end: lay it out anew there, and
+	 * write all of it again from the map, in the background.
+	 */
+	slot_directory_lay_out(nslots, 0);
+	slot_directory_mark_all_dirty(0);
 	tier_map_set_active_slots(nslots);
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	BpextCtl->size_bytes = TIER_FILE_SIZE(nslots);
@@ -323,15 +344,15 @@ resize_tier(uint32 nslots)
 }
 
 /*
- * A warm start's load is over (or given up): cut the saved map off the end
- * of the file and open the slots to new pages.
+ * A warm start's load is over (or given up): cut the saved relation table
+ * off the end of the file and open the slots to new pages.
  */
 static void
 end_warm_load(void)
 {
 	if (worker_fd >= 0 &&
 		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED &&
-		ftruncate(worker_fd, TIER_FILE_SIZE(worker_nslots)) != 0)
+		ftruncate(worker_fd, TIER_FILE_BYTES(worker_nslots)) != 0)
 		bpext_tier_fail("could not remove the saved map from the tier file",
 						errno);
 	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
@@ -470,4 +491,41 @@ bpext_tier_warm_load_step(void)
 	end_warm_load();
 	bpext_apply_configuration();
 	return false;
+}
+
+/*
+ * From the worker's loop: write the slot directory's chunks that the map
+ * changed, once a second (at once again while more wait), and start the kernel's
+ * writeback of the tier file, so that what the save at exit has to write
+ * and fsync stays small (slot_directory.c).  Not while a warm start's load
+ * runs: the directory is still being read.
+ */
+void
+bpext_tier_flush_directory(void)
+{
+	static TimestampTz last_flush = 0;
+	TimestampTz now;
+	uint32		nwritten;
+	bool		more;
+
+	if (worker_fd < 0 ||
+		pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
+		pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
+		return;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(last_flush, now, DIRECTORY_FLUSH_INTERVAL_MS))
+		return;
+	last_flush = now;
+	if (!slot_directory_flush(worker_fd, DIRECTORY_FLUSH_MAX_CHUNKS,
+							  &nwritten, &more))
+	{
+		bpext_tier_fail("could not write the slot directory", errno);
+		return;
+	}
+	if (more)
+		last_flush = 0;			/* the rest in the next round */
+#ifdef HAVE_SYNC_FILE_RANGE
+	if (nwritten > 0)
+		(void) sync_file_range(worker_fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
 }

@@ -15,7 +15,8 @@
  *	  link) that starts with our magic and block size, was made by this
  *	  cluster (system identifier) and is not locked by another server
  *	  (flock, held while the tier is enabled);
- *	- writes the header with the slot count, then preallocates.
+ *	- writes the header with the slot count, then preallocates the slots
+ *	  and the slot directory that follows them (slot_directory.c).
  *
  * Every other process opens the file by path on first use, and again
  * whenever BpextCtl->file_incarnation says the worker has (re)opened it.
@@ -74,6 +75,28 @@ static union
 	double		force_align;
 }			bounce_space;
 
+/*
+ * The cluster's system identifier, which tier file headers carry.  Cached,
+ * because the postmaster's helper process (postmaster_io.c) checks headers
+ * after it has detached from the shared memory that holds pg_control's
+ * copy: tier_file_cache_identity() must have run in the postmaster first.
+ */
+static uint64 system_identifier = 0;
+
+void
+tier_file_cache_identity(void)
+{
+	if (system_identifier == 0)
+		system_identifier = GetSystemIdentifier();
+}
+
+static uint64
+cluster_identifier(void)
+{
+	tier_file_cache_identity();
+	return system_identifier;
+}
+
 static char *
 bounce_page(void)
 {
@@ -102,7 +125,7 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 	memcpy(hdr->magic, TIER_MAGIC, sizeof(hdr->magic));
 	hdr->format_version = TIER_FORMAT_VERSION;
 	hdr->blcksz = BLCKSZ;
-	hdr->system_identifier = GetSystemIdentifier();
+	hdr->system_identifier = cluster_identifier();
 	hdr->nslots = nslots;
 	hdr->crc = header_crc(hdr);
 	n = pwrite(fd, page, BLCKSZ, 0);
@@ -191,7 +214,7 @@ tier_file_check_ours(int fd, const char *path, uint32 *nslots, char *err,
 				 path, hdr->format_version, hdr->blcksz);
 		return false;
 	}
-	if (hdr->system_identifier != GetSystemIdentifier())
+	if (hdr->system_identifier != cluster_identifier())
 	{
 		snprintf(err, errlen,
 				 "\"%s\" is the tier file of another cluster (system identifier " UINT64_FORMAT ")",
@@ -359,12 +382,12 @@ tier_file_open(const char *path, uint32 nslots, char *err, size_t errlen)
 	}
 	if (!write_header(fd, nslots, err, errlen))
 		goto fail;
-	rc = posix_fallocate(fd, 0, TIER_FILE_SIZE(nslots));
+	rc = posix_fallocate(fd, 0, TIER_FILE_BYTES(nslots));
 	if (rc != 0)
 	{
 		errno = rc;
 		snprintf(err, errlen, "could not allocate %llu bytes for \"%s\": %m",
-				 (unsigned long long) TIER_FILE_SIZE(nslots), path);
+				 (unsigned long long) TIER_FILE_BYTES(nslots), path);
 		goto fail;
 	}
 	return fd;
@@ -383,18 +406,18 @@ tier_file_resize(int fd, uint32 old_nslots, uint32 new_nslots, char *err,
 {
 	if (new_nslots > old_nslots)
 	{
-		int			rc = posix_fallocate(fd, 0, TIER_FILE_SIZE(new_nslots));
+		int			rc = posix_fallocate(fd, 0, TIER_FILE_BYTES(new_nslots));
 
 		if (rc != 0)
 		{
 			errno = rc;
 			snprintf(err, errlen, "could not grow the tier file to %llu bytes: %m",
-					 (unsigned long long) TIER_FILE_SIZE(new_nslots));
-			cut_to(fd, TIER_FILE_SIZE(old_nslots));
+					 (unsigned long long) TIER_FILE_BYTES(new_nslots));
+			cut_to(fd, TIER_FILE_BYTES(old_nslots));
 			return false;
 		}
 	}
-	else if (ftruncate(fd, TIER_FILE_SIZE(new_nslots)) != 0)
+	else if (ftruncate(fd, TIER_FILE_BYTES(new_nslots)) != 0)
 	{
 		snprintf(err, errlen, "could not shrink the tier file: %m");
 		return false;
@@ -428,7 +451,7 @@ tier_file_still_ours(int fd, const char *path, uint32 nslots, char *err,
 		snprintf(err, errlen, "the tier file \"%s\" has been replaced", path);
 		return false;
 	}
-	if (held.st_size < TIER_FILE_SIZE(nslots))
+	if (held.st_size < TIER_FILE_BYTES(nslots))
 	{
 		snprintf(err, errlen, "the tier file \"%s\" has been truncated", path);
 		return false;

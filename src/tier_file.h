@@ -19,12 +19,30 @@
 #define TIER_FILE_SIZE(nslots)	TIER_SLOT_OFFSET(nslots)
 
 /*
+ * After the last slot, the slot directory (slot_directory.c): what each
+ * slot holds, in 8 kB chunks of TIER_DIR_ENTRIES_PER_CHUNK entries, kept
+ * current by the worker so that a clean shutdown only writes what changed
+ * since its last round.  It costs 16 bytes of file per slot, 0.2%.
+ */
+#define TIER_DIR_ENTRIES_PER_CHUNK	511
+#define TIER_DIR_CHUNKS(nslots) \
+	((uint32) (((uint64) (nslots) + TIER_DIR_ENTRIES_PER_CHUNK - 1) / \
+			   TIER_DIR_ENTRIES_PER_CHUNK))
+#define TIER_DIR_OFFSET(nslots)	TIER_FILE_SIZE(nslots)
+#define TIER_DIR_CHUNK_OFFSET(nslots, chunk) \
+	(TIER_DIR_OFFSET(nslots) + (off_t) BLCKSZ * (off_t) (chunk))
+/* All the file holds for nslots slots: header, slots and directory. */
+#define TIER_FILE_BYTES(nslots) \
+	TIER_DIR_CHUNK_OFFSET(nslots, TIER_DIR_CHUNKS(nslots))
+
+/*
  * Warm restart: the header block also holds, after the file header, the
- * description of the tier map saved at the last clean shutdown, which
- * lives after the last slot (warm_restart.c says how it is used).
+ * description of the tier map saved at the last clean shutdown: the slot
+ * directory, and the table of relation forks its entries name, which
+ * follows the directory (warm_restart.c says how it is used).
  */
 #define TIER_WARM_MAGIC			"BPEXWARM"
-#define TIER_WARM_VERSION		1
+#define TIER_WARM_VERSION		2
 #define TIER_WARM_OFFSET		512
 
 typedef struct TierWarmHeader
@@ -40,10 +58,10 @@ typedef struct TierWarmHeader
 	uint32		nslots;			/* slots of the file at the save */
 	uint64		token;			/* also in the data directory */
 	uint64		nonce;			/* set when a start takes the map */
-	uint64		npages;			/* pages saved */
+	uint64		npages;			/* pages in the map at the save */
 	uint32		nrels;			/* relation forks saved */
 	uint32		rels_crc;		/* of the relation table */
-	uint64		pages_offset;	/* where the page chunks start */
+	uint64		directory_id;	/* in every current directory chunk */
 	uint64		rels_offset;	/* where the relation table starts */
 	pg_crc32c	crc;			/* of the fields above */
 } TierWarmHeader;
@@ -62,6 +80,7 @@ extern bool tier_file_still_ours(int fd, const char *path, uint32 nslots,
 								 char *err, size_t errlen);
 
 /* Warm restart. */
+extern void tier_file_cache_identity(void);
 extern bool tier_file_check_ours(int fd, const char *path, uint32 *nslots,
 								 char *err, size_t errlen);
 extern bool tier_file_read_warm(int fd, TierWarmHeader *warm);

@@ -50,6 +50,19 @@
  *	  Whole-map walks go piece by piece (a sixteenth of a partition's
  *	  buckets under its lock), so that a scan can be split over the worker
  *	  pool.
+ *	- Every publication and unlinking of a slot is reported to the slot
+ *	  directory (slot_directory.c) once the slot's fields are final, so
+ *	  that its copy on the SSD is written again.
+ *
+ * Start-up cost.  A terabyte tier has 134 million slots (3.7 GB) and up to
+ * 8 million relation entries.  The postmaster, which must start accepting
+ * connections quickly, only sets up the relation buckets (16 MB at a
+ * terabyte): page buckets read as empty from zeroed memory (bucket_head),
+ * relation entries are made when first taken (rel_unused), and slots by
+ * the worker when it makes them usable (tier_map_set_active_slots,
+ * slots_ready).  Nothing
+ * reads a slot or relation entry that was never made: lookups only follow
+ * hash chains, and relation walks stop at rel_unused.
  *
  * Nothing here raises an error or allocates memory: these functions run
  * inside smgr calls, some of them in critical sections.
@@ -69,6 +82,7 @@
 #include "storage/shmem.h"
 
 #include "bpext.h"
+#include "slot_directory.h"
 #include "tier_map.h"
 
 #define BPEXT_MAP_PARTITIONS	128
@@ -139,6 +153,9 @@ typedef struct TierMap
 	TierSlot   *slots;
 	pg_atomic_uint32 *write_generations;
 	uint32		rel_free;		/* free-list head, under rel_lock */
+	uint32		rel_unused;		/* entries from here on were never made;
+								 * under rel_lock */
+	uint32		slots_ready;	/* slots below this are made; the worker's */
 	pg_time_t	created_at;		/* origin of TierSlot.last_access */
 
 	/* Written often, each on its own cache line. */
@@ -166,6 +183,7 @@ typedef struct TierRelKey
 static TierMap *Map = NULL;
 
 static uint32 rel_nblocks_hint(uint32 rel);
+static uint32 rel_make_locked(void);
 static uint32 rel_insert_locked(uint32 b, const BpextRelFile *rfile,
 								ForkNumber fork);
 static bool publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
@@ -199,6 +217,26 @@ static inline uint32
 bucket_of(uint32 hash)
 {
 	return hash & (Map->nbuckets - 1);
+}
+
+/*
+ * A bucket holds its first slot's index plus one, so that zero, what a new
+ * shared memory segment holds, is an empty chain: PostgreSQL creates the
+ * segment anew at every start and after every crash (anonymous mmap, SysV
+ * and huge pages all come zeroed), so the postmaster does not have to
+ * write the bucket array, 256 MB at a terabyte, before it can accept
+ * connections.
+ */
+static inline uint32
+bucket_head(uint32 bucket)
+{
+	return Map->buckets[bucket] - 1;
+}
+
+static inline void
+set_bucket_head(uint32 bucket, uint32 slot)
+{
+	Map->buckets[bucket] = slot + 1;
 }
 
 static inline LWLock *
@@ -345,33 +383,12 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	p += MAXALIGN(max_slots * sizeof(TierSlot));
 	Map->write_generations = (pg_atomic_uint32 *) p;
 
-	for (i = 0; i < Map->nbuckets; i++)
-		Map->buckets[i] = TIER_INVALID_INDEX;
-	for (i = 0; i < Map->rel_nbuckets; i++)
-		Map->rel_buckets[i] = TIER_INVALID_INDEX;
-	for (i = 0; i < Map->nrels; i++)
-	{
-		TierRel    *r = &Map->rels[i];
-
-		memset(r, 0, sizeof(TierRel));
-		pg_atomic_init_u32(&r->generation, 0);
-		pg_atomic_init_u32(&r->refcount, 0);
-		pg_atomic_init_u32(&r->nblocks_hint, 0);
-		r->next = (i + 1 < Map->nrels) ? i + 1 : TIER_INVALID_INDEX;
-	}
-	Map->rel_free = 0;
-	for (i = 0; i < max_slots; i++)
-	{
-		TierSlot   *s = &Map->slots[i];
-
-		s->rel = TIER_INVALID_INDEX;
-		s->block = InvalidBlockNumber;
-		s->next = TIER_INVALID_INDEX;
-		s->generation = 0;
-		s->crc = 0;
-		s->last_access = 0;
-		pg_atomic_init_u32(&s->state, 0);
-	}
+	/* The buckets need no setting up (bucket_head); TIER_INVALID_INDEX is
+	 * all ones. */
+	memset(Map->rel_buckets, 0xFF, Map->rel_nbuckets * sizeof(uint32));
+	Map->rel_free = TIER_INVALID_INDEX;
+	Map->rel_unused = 0;
+	Map->slots_ready = 0;
 	for (i = 0; i < BPEXT_WRITE_COUNTERS; i++)
 		pg_atomic_init_u32(&Map->write_generations[i], 0);
 }
@@ -416,7 +433,7 @@ tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 		return TIER_INVALID_INDEX;
 
 	LWLockAcquire(lock, LW_SHARED);
-	for (slot = Map->buckets[bucket]; slot != TIER_INVALID_INDEX;
+	for (slot = bucket_head(bucket); slot != TIER_INVALID_INDEX;
 		 slot = Map->slots[slot].next)
 	{
 		TierSlot   *s = &Map->slots[slot];
@@ -483,7 +500,7 @@ tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 		return false;
 
 	LWLockAcquire(lock, LW_SHARED);
-	for (slot = Map->buckets[bucket]; slot != TIER_INVALID_INDEX;
+	for (slot = bucket_head(bucket); slot != TIER_INVALID_INDEX;
 		 slot = Map->slots[slot].next)
 	{
 		TierSlot   *s = &Map->slots[slot];
@@ -521,6 +538,24 @@ rel_find_locked(uint32 bucket, const BpextRelFile *rfile, ForkNumber fork)
 }
 
 /*
+ * Make the first entry never used so far, and take it (caller holds
+ * rel_lock exclusive, or is the postmaster, alone).
+ */
+static uint32
+rel_make_locked(void)
+{
+	uint32		rel = Map->rel_unused++;
+	TierRel    *r = &Map->rels[rel];
+
+	memset(r, 0, sizeof(TierRel));
+	pg_atomic_init_u32(&r->generation, 0);
+	pg_atomic_init_u32(&r->refcount, 0);
+	pg_atomic_init_u32(&r->nblocks_hint, 0);
+	r->next = TIER_INVALID_INDEX;
+	return rel;
+}
+
+/*
  * Make a new entry for the relation fork, with one reference, in rel hash
  * bucket b.  The caller holds rel_lock exclusive (or is the postmaster,
  * alone, see tier_map_warm_hold).  TIER_INVALID_INDEX if the table is full.
@@ -531,10 +566,13 @@ rel_insert_locked(uint32 b, const BpextRelFile *rfile, ForkNumber fork)
 	uint32		rel = Map->rel_free;
 	TierRel    *r;
 
-	if (rel == TIER_INVALID_INDEX)
+	if (rel != TIER_INVALID_INDEX)
+		Map->rel_free = Map->rels[rel].next;
+	else if (Map->rel_unused < Map->nrels)
+		rel = rel_make_locked();
+	else
 		return rel;
 	r = &Map->rels[rel];
-	Map->rel_free = r->next;
 	r->rfile = *rfile;
 	r->fork = fork;
 	pg_atomic_write_u32(&r->generation,
@@ -768,7 +806,7 @@ tier_map_alloc_slot(void)
 			continue;
 		}
 		prev = TIER_INVALID_INDEX;
-		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 			 cur = Map->slots[cur].next)
 		{
 			if (cur == slot)
@@ -808,7 +846,7 @@ slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
 	uint32		state;
 
 	if (prev == TIER_INVALID_INDEX)
-		Map->buckets[bucket] = s->next;
+		set_bucket_head(bucket, s->next);
 	else
 		Map->slots[prev].next = s->next;
 	s->next = TIER_INVALID_INDEX;
@@ -824,7 +862,10 @@ slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
 		else
 			new_state = SLOT_FILLING;
 		if (pg_atomic_compare_exchange_u32(&s->state, &state, new_state))
+		{
+			slot_directory_note_change(slot);
 			return new_state == SLOT_FILLING;
+		}
 	}
 }
 
@@ -917,7 +958,7 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 
 	/* An older copy of the same page (dead or not) gives way. */
 	prev = TIER_INVALID_INDEX;
-	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 		 cur = Map->slots[cur].next)
 	{
 		TierSlot   *c = &Map->slots[cur];
@@ -937,10 +978,11 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 	s->generation = ticket->rel_generation;
 	s->crc = crc;
 	s->last_access = map_clock();
-	s->next = Map->buckets[bucket];
+	s->next = bucket_head(bucket);
 	pg_write_barrier();
-	Map->buckets[bucket] = slot;
+	set_bucket_head(bucket, slot);
 	pg_atomic_write_u32(&s->state, SLOT_HASHED | SLOT_USAGE_ONE);
+	slot_directory_note_change(slot);
 	LWLockRelease(lock);
 
 	ticket->rel = TIER_INVALID_INDEX;
@@ -968,7 +1010,7 @@ remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 
 	/* Most writes find nothing to remove: look under the shared lock. */
 	LWLockAcquire(lock, LW_SHARED);
-	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 		 cur = Map->slots[cur].next)
 	{
 		if (slot_matches(&Map->slots[cur], rfile, fork, block))
@@ -982,7 +1024,7 @@ remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 		return;
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 		 cur = Map->slots[cur].next)
 	{
 		TierSlot   *c = &Map->slots[cur];
@@ -1093,7 +1135,7 @@ tier_map_invalidate_database(Oid dbid)
 	uint32		rel;
 
 	LWLockAcquire(Map->rel_lock, LW_SHARED);
-	for (rel = 0; rel < Map->nrels; rel++)
+	for (rel = 0; rel < Map->rel_unused; rel++)
 	{
 		TierRel    *r = &Map->rels[rel];
 
@@ -1178,7 +1220,7 @@ unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
 	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
 	{
 		uint32		prev = TIER_INVALID_INDEX;
-		uint32		cur = Map->buckets[bucket];
+		uint32		cur = bucket_head(bucket);
 
 		while (cur != TIER_INVALID_INDEX)
 		{
@@ -1242,6 +1284,36 @@ tier_map_clear(void)
 }
 
 /*
+ * Make the slots below nslots that were never made: only the worker does
+ * this, before it lets anyone use them (see "Start-up cost" above).  At a
+ * terabyte this writes 3.7 GB, once per server start, in the worker,
+ * where it delays the tier's enabling but not the server's start.
+ */
+static void
+make_slots(uint32 nslots)
+{
+	uint32		i;
+
+	for (i = Map->slots_ready; i < nslots; i++)
+	{
+		TierSlot   *s = &Map->slots[i];
+
+		s->rel = TIER_INVALID_INDEX;
+		s->block = InvalidBlockNumber;
+		s->next = TIER_INVALID_INDEX;
+		s->generation = 0;
+		s->crc = 0;
+		s->last_access = 0;
+		pg_atomic_init_u32(&s->state, 0);
+	}
+	if (nslots > Map->slots_ready)
+	{
+		pg_write_barrier();
+		Map->slots_ready = nslots;
+	}
+}
+
+/*
  * Change how many slots may be used.  Shrinking stops new publications
  * into the slots being taken away; the caller then empties them with
  * tier_map_drop_slots (a scan over the worker pool, tier_control.c).
@@ -1253,6 +1325,7 @@ tier_map_set_active_slots(uint32 nslots)
 	uint32		old = pg_atomic_read_u32(&BpextCtl->active_slots);
 
 	Assert(nslots <= Map->max_slots);
+	make_slots(nslots);
 	pg_atomic_write_u32(&BpextCtl->active_slots, nslots);
 	if (nslots < old)
 		tier_map_begin_drop();
@@ -1285,7 +1358,7 @@ tier_map_drop_slots(uint32 first, uint32 end)
 									 Map->rels[rel].fork, s->block));
 		lock = partition_lock(bucket);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 			 cur = Map->slots[cur].next)
 		{
 			if (cur == slot)
@@ -1349,7 +1422,7 @@ tier_map_foreach_piece(uint32 piece,
 	{
 		uint32		cur;
 
-		for (cur = Map->buckets[bucket]; cur != TIER_INVALID_INDEX;
+		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
 			 cur = Map->slots[cur].next)
 		{
 			TierSlot   *s = &Map->slots[cur];
@@ -1385,122 +1458,145 @@ tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg), void *arg)
 }
 
 /* ---------------------------------------------------------------------
- * Warm restart (warm_restart.c)
+ * Warm restart (warm_restart.c, slot_directory.c)
  *
- * The map saved at a clean shutdown is loaded in two steps.  The
- * postmaster, before it starts any other process, creates and holds the
- * entry of every relation fork the saved map names (tier_map_warm_hold),
- * so that from then on every invalidation that reaches one of them
- * (truncation, unlink, DROP DATABASE) bumps a generation or a write
- * counter that the loader will see.  The bpext worker then publishes the
- * saved pages (tier_map_warm_publish) as if each had been admitted with a
- * ticket taken at that moment in the postmaster: the held generation, and
- * a write counter of zero, which is what every counter was when shared
- * memory was made.  A page written, truncated or unlinked since is
- * therefore never published.  Slot allocation stays closed while the
- * load runs (BpextCtl->warm_loading), because every slot still to be
- * loaded holds a saved page.
+ * The map survives a clean restart as the slot directory on the SSD (one
+ * entry per slot: its relation entry's index, block, generation and CRC)
+ * and the table of relation entries the postmaster writes at exit (each
+ * entry's index, identity and generation).  Indexes and generations are
+ * the map's own, and a warm start gives them back unchanged: the
+ * postmaster, before it starts any other process, makes every saved
+ * relation entry again at its saved index with its saved generation, and
+ * holds it (tier_map_warm_hold), so that from then on every invalidation
+ * that reaches one of them (truncation, unlink, DROP DATABASE) bumps a
+ * generation or a write counter that the loader will see.  The bpext
+ * worker then publishes the saved pages (tier_map_warm_publish) as if each
+ * had been admitted with a ticket taken at that moment in the postmaster:
+ * the saved generation, and a write counter of zero, which is what every
+ * counter was when shared memory was made.  A page written, truncated or
+ * unlinked since is therefore never published.  Because the numbering is
+ * kept, a directory chunk whose pages were all published describes the
+ * map as it is, and need not be written again.  Slot allocation stays
+ * closed while the load runs (BpextCtl->warm_loading), because every slot
+ * still to be loaded holds a saved page.
  * ---------------------------------------------------------------------
  */
 
-uint32
-tier_map_rel_capacity(void)
+/*
+ * A slot's directory entry (slot_directory.c): what it holds if it is
+ * HASHED.  Read without locks; the directory's dirty bits make up for a
+ * slot caught changing.  False (and the entry untouched) for a slot that
+ * holds no page.
+ */
+bool
+tier_map_slot_entry(uint32 slot, SlotDirEntry *entry)
 {
-	return Map->nrels;
+	const volatile TierSlot *s = &Map->slots[slot];
+	uint32		state = pg_atomic_read_u32(&Map->slots[slot].state);
+	uint32		rel;
+
+	if (!(state & SLOT_HASHED) || slot >= Map->slots_ready)
+		return false;
+	pg_read_barrier();
+	rel = s->rel;
+	if (rel == TIER_INVALID_INDEX)
+		return false;
+	entry->rel = rel;
+	entry->block = s->block;
+	entry->generation = s->generation;
+	entry->crc = s->crc;
+	return true;
 }
 
 /*
- * The shutdown save walks the map in the postmaster, once every other
- * process has exited: there is nobody to lock against, and the postmaster
- * may not take LWLocks.  Calls fn for every current page.
+ * The shutdown save, in the postmaster once every other process has
+ * exited (nobody to lock against, and the postmaster may not take
+ * LWLocks): call fn for every relation entry in use, in index order.
  */
 void
-tier_map_foreach_at_exit(void (*fn) (const TierPageInfo *info, void *arg),
-						 void *arg)
+tier_map_foreach_rel_at_exit(void (*fn) (uint32 rel, const BpextRelFile *rfile,
+										 ForkNumber fork, uint32 generation,
+										 BlockNumber nblocks, void *arg),
+							 void *arg)
 {
-	uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
-	uint32		slot;
+	uint32		rel;
 
-	for (slot = 0; slot < nslots && slot < Map->max_slots; slot++)
+	for (rel = 0; rel < Map->rel_unused; rel++)
 	{
-		TierSlot   *s = &Map->slots[slot];
-		TierRel    *r;
-		TierPageInfo info;
+		TierRel    *r = &Map->rels[rel];
 
-		if (!(pg_atomic_read_u32(&s->state) & SLOT_HASHED) ||
-			s->rel == TIER_INVALID_INDEX || !slot_is_current(s))
+		if (pg_atomic_read_u32(&r->refcount) == 0)
 			continue;
-		r = &Map->rels[s->rel];
-		memset(&info, 0, sizeof(info));
-		info.slot = slot;
-		info.rel = s->rel;
-		info.rfile = r->rfile;
-		info.fork = r->fork;
-		info.block = s->block;
-		info.crc = s->crc;
-		fn(&info, arg);
+		fn(rel, &r->rfile, r->fork, pg_atomic_read_u32(&r->generation),
+		   pg_atomic_read_u32(&r->nblocks_hint), arg);
 	}
 }
 
 /*
  * In the postmaster, while it is the only process attached (no locks):
- * create the entry of a relation fork the saved map holds pages of, with
- * blocks up to nblocks, and hold it until the load is over.  False if the
- * relation table is full (its pages are then not loaded).
+ * make the relation entry a saved map names again, at its saved index and
+ * with its saved generation, with blocks up to nblocks, and hold it until
+ * the load is over.  Indexes must come in increasing order (the skipped
+ * ones go to the free list).  False if the index is out of order or past
+ * the relation table (its pages are then not loaded).
  */
 bool
-tier_map_warm_hold(const BpextRelFile *rfile, ForkNumber fork,
-				   BlockNumber nblocks)
+tier_map_warm_hold(uint32 index, const BpextRelFile *rfile, ForkNumber fork,
+				   uint32 generation, BlockNumber nblocks)
 {
 	uint32		b = rel_hash(rfile, fork) & (Map->rel_nbuckets - 1);
-	uint32		rel;
 	TierRel    *r;
 
 	Assert(!IsUnderPostmaster);
-	if (rel_find_locked(b, rfile, fork) != TIER_INVALID_INDEX)
-		return true;			/* named twice; the first hold stands */
-	rel = rel_insert_locked(b, rfile, fork);
-	if (rel == TIER_INVALID_INDEX)
+	if (index >= Map->nrels || index < Map->rel_unused ||
+		rel_find_locked(b, rfile, fork) != TIER_INVALID_INDEX)
 		return false;
-	r = &Map->rels[rel];
+	while (Map->rel_unused < index)
+	{
+		uint32		skipped = rel_make_locked();
+
+		Map->rels[skipped].next = Map->rel_free;
+		Map->rel_free = skipped;
+	}
+	(void) rel_make_locked();
+	r = &Map->rels[index];
+	r->rfile = *rfile;
+	r->fork = fork;
+	pg_atomic_write_u32(&r->generation, generation);
+	pg_atomic_write_u32(&r->refcount, 1);
 	pg_atomic_write_u32(&r->nblocks_hint, nblocks);
-	r->warm_generation = pg_atomic_read_u32(&r->generation);
 	r->warm_held = true;
+	r->warm_generation = generation;
+	r->next = Map->rel_buckets[b];
+	Map->rel_buckets[b] = index;
+
+	/* New entries' generations must not meet a saved one. */
+	if (pg_atomic_read_u32(&Map->next_generation.value) <= generation)
+		pg_atomic_write_u32(&Map->next_generation.value, generation + 1);
 	return true;
-}
-
-/* The held entry of a saved relation fork, or TIER_INVALID_INDEX. */
-uint32
-tier_map_warm_find(const BpextRelFile *rfile, ForkNumber fork)
-{
-	uint32		b = rel_hash(rfile, fork) & (Map->rel_nbuckets - 1);
-	uint32		rel;
-
-	LWLockAcquire(Map->rel_lock, LW_SHARED);
-	rel = rel_find_locked(b, rfile, fork);
-	LWLockRelease(Map->rel_lock);
-	if (rel != TIER_INVALID_INDEX && !Map->rels[rel].warm_held)
-		rel = TIER_INVALID_INDEX;
-	return rel;
 }
 
 /*
  * Publish one saved page into the slot that holds it in the tier file,
- * unless the slot is taken or the page changed since the postmaster held
- * its relation.  rel is a held entry (tier_map_warm_find).  Only the
- * worker, while warm_loading is set, calls this.
+ * unless its relation entry is not held with the saved generation, the
+ * slot is taken, or the page changed since the postmaster held its
+ * relation.  Only the worker, while warm_loading is set, calls this.
  */
 bool
 tier_map_warm_publish(uint32 rel, uint32 slot, BlockNumber block,
-					  pg_crc32c crc, uint32 map_epoch, uint32 file_incarnation)
+					  pg_crc32c crc, uint32 generation, uint32 map_epoch,
+					  uint32 file_incarnation)
 {
-	TierSlot   *s = &Map->slots[slot];
-	TierRel    *r = &Map->rels[rel];
+	TierSlot   *s;
+	TierRel    *r;
 	TierAdmitTicket ticket;
 	uint32		free_state = 0;
 
-	Assert(r->warm_held);
-	if (slot >= Map->max_slots ||
+	if (rel >= Map->rel_unused || slot >= Map->slots_ready)
+		return false;
+	r = &Map->rels[rel];
+	s = &Map->slots[slot];
+	if (!r->warm_held || r->warm_generation != generation ||
 		!pg_atomic_compare_exchange_u32(&s->state, &free_state, SLOT_FILLING))
 		return false;
 
@@ -1510,7 +1606,7 @@ tier_map_warm_publish(uint32 rel, uint32 slot, BlockNumber block,
 	ticket.block = block;
 	ticket.hash = page_hash(&r->rfile, r->fork, block);
 	ticket.map_epoch = map_epoch;
-	ticket.rel_generation = r->warm_generation;
+	ticket.rel_generation = generation;
 	ticket.write_generation = 0;
 	return publish_slot(&ticket, slot, crc, file_incarnation);
 }
@@ -1518,14 +1614,18 @@ tier_map_warm_publish(uint32 rel, uint32 slot, BlockNumber block,
 /*
  * The load is over (done, abandoned or cut short): drop every hold.  Only
  * the worker calls this; holds are only ever made by the postmaster before
- * the worker exists.
+ * the worker exists, below the rel_unused it left.
  */
 void
 tier_map_warm_release_holds(void)
 {
 	uint32		rel;
+	uint32		made;
 
-	for (rel = 0; rel < Map->nrels; rel++)
+	LWLockAcquire(Map->rel_lock, LW_SHARED);
+	made = Map->rel_unused;
+	LWLockRelease(Map->rel_lock);
+	for (rel = 0; rel < made; rel++)
 	{
 		TierRel    *r = &Map->rels[rel];
 

@@ -16,6 +16,7 @@
 #include "storage/block.h"
 
 #include "compat.h"
+#include "slot_directory.h"
 
 #define TIER_INVALID_INDEX	PG_UINT32_MAX
 
@@ -101,17 +102,21 @@ extern void tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg),
 							 void *arg);
 extern Size tier_map_bytes_per_slot(void);
 
-/* Warm restart (warm_restart.c). */
-extern uint32 tier_map_rel_capacity(void);
-extern void tier_map_foreach_at_exit(void (*fn) (const TierPageInfo *info,
-												 void *arg),
-									 void *arg);
-extern bool tier_map_warm_hold(const BpextRelFile *rfile, ForkNumber fork,
+/* Warm restart (warm_restart.c, slot_directory.c). */
+extern bool tier_map_slot_entry(uint32 slot, SlotDirEntry *entry);
+extern void tier_map_foreach_rel_at_exit(void (*fn) (uint32 rel,
+													 const BpextRelFile *rfile,
+													 ForkNumber fork,
+													 uint32 generation,
+													 BlockNumber nblocks,
+													 void *arg),
+										 void *arg);
+extern bool tier_map_warm_hold(uint32 index, const BpextRelFile *rfile,
+							   ForkNumber fork, uint32 generation,
 							   BlockNumber nblocks);
-extern uint32 tier_map_warm_find(const BpextRelFile *rfile, ForkNumber fork);
 extern bool tier_map_warm_publish(uint32 rel, uint32 slot, BlockNumber block,
-								  pg_crc32c crc, uint32 map_epoch,
-								  uint32 file_incarnation);
+								  pg_crc32c crc, uint32 generation,
+								  uint32 map_epoch, uint32 file_incarnation);
 extern void tier_map_warm_release_holds(void);
 
 /* Checksum of a slot's content: the page and the identity it belongs to. */

@@ -6,22 +6,25 @@
  *	  and reused at the next start only when nothing can have changed the
  *	  data files in between.
  *
- * Saving.  When the postmaster exits (before_shmem_exit, registered by
- * bpext_warm_startup) every other process has exited, so the map can be
- * read without locks and nothing changes a data file any more.  If
- * pg_control says the cluster shut down cleanly (as a primary or as a
- * standby), the postmaster writes every current page's slot, block and
- * CRC after the last slot of the tier file, in CRC-checked chunks,
- * followed by the table of relation forks they belong to, fsyncs it (a
+ * Saving.  The map's slots are kept on the SSD as the map changes, in the
+ * slot directory after the last slot (slot_directory.c), so the save at
+ * exit only finishes it: when the postmaster exits (before_shmem_exit,
+ * registered by bpext_warm_startup) every other process has exited, so the
+ * map can be read without locks and nothing changes a data file any more.
+ * If pg_control says the cluster shut down cleanly (as a primary or as a
+ * standby), the postmaster writes the directory chunks the map changed
+ * since the worker's last round, then the table of relation entries the
+ * directory names (index, identity, generation), fsyncs the file (a
  * standby also flushes its data files, sync_data_file_systems), writes a
- * fresh random token into the data directory (WARM_TOKEN_FILE),
- * and last writes the description of the saved map into the file's
- * header block (TierWarmHeader: the system identifier, timeline,
- * checkpoint and CRC of pg_control, the major version, the token).  A
- * crash anywhere before that last write leaves no usable map.  Pages of
- * relations that have an init fork (unlogged relations) are not saved:
- * their files are rebuilt from the init fork behind the storage manager
- * whenever the next start goes through recovery.
+ * fresh random token into the data directory (WARM_TOKEN_FILE), and last
+ * writes the description of the saved map into the file's header block
+ * (TierWarmHeader: the system identifier, timeline, checkpoint and CRC of
+ * pg_control, the major version, the token, the directory's id).  A crash
+ * anywhere before that last write leaves no usable map.  What this costs
+ * grows with what changed lately, not with the tier.  Relations that have
+ * an init fork (unlogged relations) are left out of the table, so their
+ * pages are not loaded: their files are rebuilt from the init fork behind
+ * the storage manager whenever the next start goes through recovery.
  *
  * Deciding.  At the next start, the postmaster decides before it forks
  * any process (bpext_warm_startup, from the shmem startup hook), so
@@ -42,13 +45,14 @@
  * starts the logging collector, so a line it wrote would go to its
  * stderr, not to the server log.
  *
- * Loading.  The postmaster only holds the saved relation forks' entries
- * in the map (tier_map_warm_hold); the bpext worker publishes the saved
- * pages in the background (bpext_warm_load_step), checking each chunk's
- * CRC first.  tier_map.c explains why a page changed after the decision
- * is never published.  The tier serves what is loaded from the start;
- * new pages wait until the load is over.  A damaged chunk drops what was
- * loaded: the tier then starts cold.
+ * Loading.  The postmaster only makes the saved relation entries again, at
+ * their saved indexes, and holds them (tier_map_warm_hold); the bpext
+ * worker reads the directory and publishes the saved pages in the
+ * background (bpext_warm_load_step).  tier_map.c explains why a page
+ * changed after the decision is never published.  The tier serves what is
+ * loaded from the start; new pages wait until the load is over.  A chunk
+ * whose CRC does not match loads nothing (leaving pages out is always
+ * safe); a chunk not published whole is marked to be written again.
  *
  * Locking: the WarmState fields are written by the postmaster before any
  * other process exists and afterwards by the worker alone; the views read
@@ -78,6 +82,8 @@
 #include "utils/timestamp.h"
 
 #include "bpext.h"
+#include "postmaster_io.h"
+#include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "warm_restart.h"
@@ -89,30 +95,17 @@
 /* In the data directory: a link to each tablespace's directory. */
 #define WARM_TBLSPC_DIR			"pg_tblspc"
 
-/* Pages per CRC-checked chunk of the saved map, and chunks per load step. */
-#define WARM_CHUNK_PAGES		4096
-#define WARM_CHUNKS_PER_STEP	16
+/* Directory chunks per load step: 32,704 slots. */
+#define WARM_CHUNKS_PER_STEP	64
 
-/* A saved map, as it lies after the last slot of the tier file. */
-typedef struct SavedPage
-{
-	uint32		slot;
-	uint32		rel;			/* index into the saved relation table */
-	BlockNumber block;
-	pg_crc32c	crc;
-} SavedPage;
-
-typedef struct SavedChunkHeader
-{
-	uint32		npages;
-	pg_crc32c	crc;			/* of npages and the pages */
-} SavedChunkHeader;
-
+/* An entry of the relation table saved after the slot directory. */
 typedef struct SavedRel
 {
+	uint32		index;			/* the map's relation entry */
 	BpextRelFile rfile;
 	int32		fork;
-	BlockNumber nblocks;		/* 1 + highest block saved */
+	uint32		generation;
+	BlockNumber nblocks;		/* 1 + highest block ever admitted */
 } SavedRel;
 
 typedef struct WarmState
@@ -135,14 +128,11 @@ typedef struct WarmState
 	uint64		ino;
 	uint64		nonce;
 	uint64		npages;
-	uint64		pages_offset;
-	uint64		rels_offset;
-	uint32		nrels;
-	pg_crc32c	rels_crc;		/* the relation table the postmaster checked */
+	uint64		directory_id;
 
 	/* The worker's progress. */
-	uint64		pages_read;
-	uint64		next_offset;
+	bool		loading;
+	uint32		next_chunk;
 	uint32		map_epoch;
 	uint32		file_incarnation;
 	TimestampTz load_started;
@@ -150,9 +140,9 @@ typedef struct WarmState
 
 static WarmState *Warm = NULL;
 
-/* The worker's map from saved relation index to map entry. */
-static uint32 *loaded_rels = NULL;
-static SavedPage *chunk_pages = NULL;
+/* The worker's buffers for a load step. */
+static SlotDirEntry *step_entries = NULL;
+static bool *step_valid = NULL;
 
 /* The CRC of a saved relation table, stored in the warm header. */
 static pg_crc32c
@@ -355,52 +345,14 @@ remove_token(void)
  * ---------------------------------------------------------------------
  */
 
-#define REL_UNSEEN		PG_UINT32_MAX
-#define REL_SKIPPED		(PG_UINT32_MAX - 1)
-
 typedef struct SaveContext
 {
-	int			fd;
-	uint64		offset;			/* where the next chunk goes */
 	bool		failed;
 	int			save_errno;
-	uint64		npages;
-	uint32	   *saved_index;	/* map entry -> saved index or REL_* */
 	SavedRel   *rels;
 	uint32		nrels;
 	uint32		rels_allocated;
-	SavedChunkHeader header;
-	SavedPage	pages[WARM_CHUNK_PAGES];
 } SaveContext;
-
-static void
-flush_chunk(SaveContext *cxt)
-{
-	pg_crc32c	crc;
-	Size		bytes = sizeof(SavedPage) * cxt->header.npages;
-	struct iovec iov[2];
-
-	if (cxt->header.npages == 0 || cxt->failed)
-		return;
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, &cxt->header.npages, sizeof(cxt->header.npages));
-	COMP_CRC32C(crc, cxt->pages, bytes);
-	FIN_CRC32C(crc);
-	cxt->header.crc = crc;
-	iov[0].iov_base = &cxt->header;
-	iov[0].iov_len = sizeof(cxt->header);
-	iov[1].iov_base = cxt->pages;
-	iov[1].iov_len = bytes;
-	if (pwritev(cxt->fd, iov, 2, cxt->offset) !=
-		(ssize_t) (sizeof(cxt->header) + bytes))
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno ? errno : ENOSPC;
-		return;
-	}
-	cxt->offset += sizeof(cxt->header) + bytes;
-	cxt->header.npages = 0;
-}
 
 /*
  * Does the relation have an init fork, i.e. is it unlogged?  When stat
@@ -418,51 +370,35 @@ has_init_fork(const BpextRelFile *rfile)
 }
 
 static void
-save_page(const TierPageInfo *info, void *arg)
+save_rel(uint32 rel, const BpextRelFile *rfile, ForkNumber fork,
+		 uint32 generation, BlockNumber nblocks, void *arg)
 {
 	SaveContext *cxt = (SaveContext *) arg;
-	uint32		index = cxt->saved_index[info->rel];
-	SavedPage  *page;
+	SavedRel   *saved;
 
-	if (cxt->failed || index == REL_SKIPPED)
+	if (cxt->failed || has_init_fork(rfile))
 		return;
-	if (index == REL_UNSEEN)
+	if (cxt->nrels == cxt->rels_allocated)
 	{
-		if (has_init_fork(&info->rfile))
+		uint32		grown = Max(cxt->rels_allocated * 2, 1024);
+		SavedRel   *rels = realloc(cxt->rels, sizeof(SavedRel) * grown);
+
+		if (rels == NULL)
 		{
-			cxt->saved_index[info->rel] = REL_SKIPPED;
+			cxt->failed = true;
+			cxt->save_errno = ENOMEM;
 			return;
 		}
-		if (cxt->nrels == cxt->rels_allocated)
-		{
-			uint32		grown = Max(cxt->rels_allocated * 2, 1024);
-			SavedRel   *rels = realloc(cxt->rels, sizeof(SavedRel) * grown);
-
-			if (rels == NULL)
-			{
-				cxt->failed = true;
-				cxt->save_errno = ENOMEM;
-				return;
-			}
-			cxt->rels = rels;
-			cxt->rels_allocated = grown;
-		}
-		index = cxt->nrels++;
-		memset(&cxt->rels[index], 0, sizeof(SavedRel));
-		cxt->rels[index].rfile = info->rfile;
-		cxt->rels[index].fork = (int32) info->fork;
-		cxt->saved_index[info->rel] = index;
+		cxt->rels = rels;
+		cxt->rels_allocated = grown;
 	}
-	cxt->rels[index].nblocks = Max(cxt->rels[index].nblocks, info->block + 1);
-
-	page = &cxt->pages[cxt->header.npages++];
-	page->slot = info->slot;
-	page->rel = index;
-	page->block = info->block;
-	page->crc = info->crc;
-	cxt->npages++;
-	if (cxt->header.npages == WARM_CHUNK_PAGES)
-		flush_chunk(cxt);
+	saved = &cxt->rels[cxt->nrels++];
+	memset(saved, 0, sizeof(SavedRel));
+	saved->index = rel;
+	saved->rfile = *rfile;
+	saved->fork = (int32) fork;
+	saved->generation = generation;
+	saved->nblocks = nblocks;
 }
 
 /*
@@ -497,23 +433,112 @@ open_used_tier_file(const char *path, uint64 dev, uint64 ino, const char **why)
 	return fd;
 }
 
-static void
-save_map_at_exit(int code, Datum arg)
+/* What the helper that finishes the save needs (copied at fork). */
+typedef struct SaveJob
 {
-	ControlFileData control;
-	TierWarmHeader warm;
-	SaveContext *cxt;
 	char		path[MAXPGPATH];
 	uint64		dev;
 	uint64		ino;
 	uint32		nslots;
-	char		err[512];
+	SlotDirBatch *batch;
+	SavedRel   *rels;
+	uint32		nrels;
+	TierWarmHeader warm;
+} SaveJob;
+
+typedef struct SaveResult
+{
+	bool		saved;
+	char		error[256];
+} SaveResult;
+
+/*
+ * The helper's part of the save: write what the postmaster prepared into
+ * the tier file, durably, header last.  NULL, or why it failed.
+ */
+static const char *
+save_to_file(SaveJob *job, char *err, size_t errlen)
+{
 	const char *why = NULL;
+	uint32		nslots;
+	Size		rels_bytes = sizeof(SavedRel) * job->nrels;
+	int			fd;
+
+	fd = open_used_tier_file(job->path, job->dev, job->ino, &why);
+	postmaster_io_progress();
+	if (fd < 0)
+		return why;
+	if (!tier_file_check_ours(fd, job->path, &nslots, err, errlen))
+		return err;
+	postmaster_io_progress();
+	if (nslots != job->nslots)
+		return "the tier file was resized";
+	if (!slot_directory_write_batch(fd, job->batch))
+	{
+		snprintf(err, errlen, "could not write the slot directory: %m");
+		return err;
+	}
+	if (rels_bytes > 0 &&
+		pwrite(fd, job->rels, rels_bytes, job->warm.rels_offset) != (ssize_t) rels_bytes)
+	{
+		snprintf(err, errlen, "could not write the relation table: %m");
+		return err;
+	}
+	postmaster_io_progress();
+	if (fdatasync(fd) != 0)
+	{
+		snprintf(err, errlen, "could not fsync the tier file: %m");
+		return err;
+	}
+	postmaster_io_progress();
+	if (!tier_file_write_warm(fd, &job->warm))
+	{
+		snprintf(err, errlen, "could not write the tier file's header: %m");
+		return err;
+	}
+	return NULL;
+}
+
+/* In the helper process (postmaster_io.c). */
+static void
+save_in_helper(void *arg)
+{
+	SaveResult	result;
+	char		err[256];
+	const char *why;
+
+	memset(&result, 0, sizeof(result));
+	why = save_to_file((SaveJob *) arg, err, sizeof(err));
+	result.saved = (why == NULL);
+	if (why != NULL)
+		strlcpy(result.error, why, sizeof(result.error));
+	postmaster_io_send(&result, sizeof(result));
+}
+
+static void
+not_saved(const char *why)
+{
+	ereport(LOG,
+			(errmsg("bpext: the tier map was not saved at shutdown: %s", why)));
+}
+
+/*
+ * At the postmaster's exit: finish saving the map, so that the next start
+ * can reuse it.  The map is read here, while nothing else runs; the tier
+ * file is written by a helper process that the postmaster stops waiting
+ * for if the device hangs (postmaster_io.c).
+ */
+static void
+save_map_at_exit(int code, Datum arg)
+{
+	ControlFileData control;
+	SaveJob    *job;
+	SaveContext rels;
+	SaveResult *result = NULL;
+	size_t		resultlen;
+	char		why[512];
 	instr_time	start;
 	uint64		token;
-	Size		rels_bytes;
-	pg_crc32c	rels_crc;
-	int			fd;
 
 	/* Also called when shared memory is reset after a crash: not then. */
 	if (code != 0 || BpextCtl == NULL)
@@ -522,119 +547,109 @@ save_map_at_exit(int code, Datum arg)
 		return;
 	if (!bpext_warm_restart)
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: bpext.warm_restart is off")));
+		not_saved("bpext.warm_restart is off");
 		return;
 	}
 	if (!read_control_file(&control) || !clean_shutdown(&control))
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: the shutdown was not clean")));
+		not_saved("the shutdown was not clean");
+		return;
+	}
+	if (pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
+	{
+		/* The chunks not yet loaded name pages the map never held. */
+		not_saved("the load of the map saved before had not finished");
+		return;
+	}
+	if (!slot_directory_usable())
+	{
+		not_saved("a write of the slot directory failed earlier");
 		return;
 	}
 
 	INSTR_TIME_SET_CURRENT(start);
-	strlcpy(path, BpextCtl->path, sizeof(path));
-	dev = BpextCtl->file_dev;
-	ino = BpextCtl->file_ino;
-	fd = open_used_tier_file(path, dev, ino, &why);
-	if (fd < 0)
+	job = calloc(1, sizeof(SaveJob));
+	if (job == NULL)
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: %s", why)));
+		not_saved("out of memory");
 		return;
 	}
-	if (!tier_file_check_ours(fd, path, &nslots, err, sizeof(err)))
+	strlcpy(job->path, BpextCtl->path, sizeof(job->path));
+	job->dev = BpextCtl->file_dev;
+	job->ino = BpextCtl->file_ino;
+	job->nslots = slot_directory_nslots();
+
+	/* What the map changed since the worker's last round, and the rels. */
+	job->batch = slot_directory_collect_dirty();
+	memset(&rels, 0, sizeof(rels));
+	tier_map_foreach_rel_at_exit(save_rel, &rels);
+	job->rels = rels.rels;
+	job->nrels = rels.nrels;
+	if (job->batch == NULL || rels.failed)
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: %s", err)));
-		close(fd);
-		return;
+		not_saved("out of memory");
+		goto done;
 	}
 
-	cxt = calloc(1, sizeof(SaveContext));
-	if (cxt != NULL)
-		cxt->saved_index = malloc(sizeof(uint32) * tier_map_rel_capacity());
-	if (cxt == NULL || cxt->saved_index == NULL)
+	/*
+	 * The data files first, then the token: both durable before the header
+	 * that names the token can be.
+	 */
+	if (control.state == DB_SHUTDOWNED_IN_RECOVERY && !sync_data_file_systems())
 	{
-		ereport(LOG,
-				(errmsg("bpext: the tier map was not saved at shutdown: out of memory")));
-		if (cxt)
-			free(cxt);
-		close(fd);
-		return;
+		snprintf(why, sizeof(why), "could not flush the data files: %m");
+		not_saved(why);
+		goto done;
 	}
-	memset(cxt->saved_index, 0xFF, sizeof(uint32) * tier_map_rel_capacity());
-	cxt->fd = fd;
-	cxt->offset = TIER_FILE_SIZE(nslots);
-	memset(&warm, 0, sizeof(warm));
-	warm.pages_offset = cxt->offset;
-
-	tier_map_foreach_at_exit(save_page, cxt);
-	flush_chunk(cxt);
-
-	warm.rels_offset = cxt->offset;
-	rels_bytes = sizeof(SavedRel) * cxt->nrels;
-	rels_crc = saved_rels_crc(cxt->rels, cxt->nrels);
-	if (!cxt->failed && rels_bytes > 0 &&
-		pwrite(fd, cxt->rels, rels_bytes, warm.rels_offset) != (ssize_t) rels_bytes)
+	if (!pg_strong_random(&token, sizeof(token)) || !write_token(token))
 	{
-		cxt->failed = true;
-		cxt->save_errno = errno ? errno : ENOSPC;
-	}
-	if (!cxt->failed && fdatasync(fd) != 0)
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno;
-	}
-	if (!cxt->failed && control.state == DB_SHUTDOWNED_IN_RECOVERY &&
-		!sync_data_file_systems())
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno;
-	}
-	if (!cxt->failed && (!pg_strong_random(&token, sizeof(token)) ||
-						 !write_token(token)))
-	{
-		cxt->failed = true;
-		cxt->save_errno = errno;
-	}
-	if (!cxt->failed)
-	{
-		warm.saved = 1;
-		warm.pg_major = PG_VERSION_NUM / 100;
-		warm.timeline = control.checkPointCopy.ThisTimeLineID;
-		warm.system_identifier = control.system_identifier;
-		warm.checkpoint = control.checkPoint;
-		warm.control_crc = control.crc;
-		warm.nslots = nslots;
-		warm.token = token;
-		warm.npages = cxt->npages;
-		warm.nrels = cxt->nrels;
-		warm.rels_crc = rels_crc;
-		if (!tier_file_write_warm(fd, &warm))
-		{
-			cxt->failed = true;
-			cxt->save_errno = errno;
-		}
+		snprintf(why, sizeof(why), "could not write \"%s\": %m", WARM_TOKEN_FILE);
+		not_saved(why);
+		(void) remove_token();
+		goto done;
 	}
 
-	if (cxt->failed)
+	job->warm.saved = 1;
+	job->warm.pg_major = PG_VERSION_NUM / 100;
+	job->warm.timeline = control.checkPointCopy.ThisTimeLineID;
+	job->warm.system_identifier = control.system_identifier;
+	job->warm.checkpoint = control.checkPoint;
+	job->warm.control_crc = control.crc;
+	job->warm.nslots = job->nslots;
+	job->warm.token = token;
+	job->warm.npages = tier_map_used_slots();
+	job->warm.nrels = job->nrels;
+	job->warm.rels_crc = saved_rels_crc(job->rels, job->nrels);
+	job->warm.directory_id = slot_directory_id();
+	job->warm.rels_offset = TIER_FILE_BYTES(job->nslots);
+
+	tier_file_cache_identity();
+	if (!postmaster_io_run(save_in_helper, job, bpext_io_timeout_ms,
+						   (char **) &result, &resultlen, why, sizeof(why)) ||
+		resultlen != sizeof(SaveResult) || !result->saved)
 	{
-		errno = cxt->save_errno;
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("bpext: the tier map was not saved at shutdown: %m")));
+		/* Whatever reached the header, no start may trust it now. */
+		(void) remove_token();
+		if (result != NULL && resultlen == sizeof(SaveResult))
+			not_saved(result->error);
+		else
+			not_saved(why);
+		goto done;
 	}
-	else
-		ereport(LOG,
-				(errmsg("bpext: saved the tier map at shutdown: %llu pages of %u relation forks in %llu ms",
-						(unsigned long long) cxt->npages, cxt->nrels,
-						(unsigned long long) (bpext_microseconds_since(start) / 1000))));
-	close(fd);
-	free(cxt->rels);
-	free(cxt->saved_index);
-	free(cxt);
+	ereport(LOG,
+			(errmsg("bpext: saved the tier map at shutdown: %llu pages of %u relation forks in %llu ms",
+					(unsigned long long) job->warm.npages, job->nrels,
+					(unsigned long long) (bpext_microseconds_since(start) / 1000)),
+			 errdetail_plural("%u slot directory chunk of %u was written at shutdown; the worker had written the others as the tier changed.",
+							  "%u slot directory chunks of %u were written at shutdown; the worker had written the others as the tier changed.",
+							  job->batch->nchunks,
+							  job->batch->nchunks, TIER_DIR_CHUNKS(job->nslots))));
+
+done:
+	free(result);
+	slot_directory_free_batch(job->batch);
+	free(job->rels);
+	free(job);
 }
 
 /* ---------------------------------------------------------------------
@@ -677,8 +692,10 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	}
 	if (!tier_file_check_ours(fd, path, &file_nslots, buf, buflen))
 		return buf;
+	postmaster_io_progress();
 	if (!tier_file_read_warm(fd, warm) || !warm->saved)
 		return "no tier map was saved at the last shutdown";
+	postmaster_io_progress();
 	if (warm->pg_major != PG_VERSION_NUM / 100)
 	{
 		snprintf(buf, buflen,
@@ -707,8 +724,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	rels_bytes = sizeof(SavedRel) * warm->nrels;
 	if (fstat(fd, &st) != 0 ||
 		(uint64) st.st_size < warm->rels_offset + rels_bytes ||
-		warm->pages_offset < TIER_FILE_SIZE(file_nslots) ||
-		warm->rels_offset < warm->pages_offset)
+		warm->rels_offset != (uint64) TIER_FILE_BYTES(file_nslots))
 		return "the saved tier map is incomplete";
 
 	*rels = malloc(Max(rels_bytes, 1));
@@ -717,6 +733,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	if (rels_bytes > 0 &&
 		pread(fd, *rels, rels_bytes, warm->rels_offset) != (ssize_t) rels_bytes)
 		return "the saved tier map could not be read";
+	postmaster_io_progress();
 	if (!EQ_CRC32C(saved_rels_crc(*rels, warm->nrels), warm->rels_crc))
 		return "the saved tier map is damaged";
 	return NULL;
@@ -747,18 +764,71 @@ tier_configured(void)
 		BpextCtl->max_slots > 0;
 }
 
+/* What the helper found in the tier file; the saved relations follow. */
+typedef struct DecideResult
+{
+	char		why[512];		/* empty if the saved map may be reused */
+	TierWarmHeader warm;
+	uint64		dev;
+	uint64		ino;
+} DecideResult;
+
+/*
+ * In the helper process (postmaster_io.c): check the saved map and, if it
+ * may be reused, consume it; send the verdict, then the relation table.
+ */
+static void
+decide_in_helper(void *arg)
+{
+	const char *path = (const char *) arg;
+	DecideResult result;
+	SavedRel   *rels = NULL;
+	const char *why;
+	int			fd;
+
+	memset(&result, 0, sizeof(result));
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	postmaster_io_progress();
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			snprintf(result.why, sizeof(result.why),
+					 "there is no tier file \"%s\" yet", path);
+		else
+			snprintf(result.why, sizeof(result.why),
+					 "could not open \"%s\": %m", path);
+		postmaster_io_send(&result, sizeof(result));
+		return;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+		why = "the tier file is in use by another server";
+	else
+		why = check_saved_map(fd, path, &result.warm, &rels, result.why,
+							  sizeof(result.why));
+	if (why == NULL)
+		why = consume_saved_map(fd, &result.warm);
+	postmaster_io_progress();
+	if (why == NULL && !tier_file_identity(fd, &result.dev, &result.ino))
+		why = "could not stat the tier file";
+	if (why != NULL && why != result.why)
+		strlcpy(result.why, why, sizeof(result.why));
+	else if (why == NULL)
+		result.why[0] = '\0';
+	postmaster_io_send(&result, sizeof(result));
+	if (why == NULL && result.warm.nrels > 0)
+		postmaster_io_send(rels, sizeof(SavedRel) * result.warm.nrels);
+}
+
 static void
 decide(void)
 {
-	TierWarmHeader warm;
-	SavedRel   *rels = NULL;
-	char		buf[512];
-	const char *why;
+	DecideResult *result = NULL;
+	SavedRel   *rels;
+	size_t		resultlen;
+	char		why[512];
 	uint32		i;
 	uint32		held = 0;
-	uint64		dev;
-	uint64		ino;
-	int			fd;
+	bool		answered;
 
 	if (!tier_configured())
 	{
@@ -773,66 +843,55 @@ decide(void)
 		return;
 	}
 
-	fd = open(bpext_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-	{
-		if (errno == ENOENT)
-			snprintf(buf, sizeof(buf), "there is no tier file \"%s\" yet",
-					 bpext_path);
-		else
-			snprintf(buf, sizeof(buf), "could not open \"%s\": %m", bpext_path);
-		start_cold(buf, true);
-		(void) remove_token();
-		return;
-	}
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
-		why = "the tier file is in use by another server";
-	else
-		why = check_saved_map(fd, bpext_path, &warm, &rels, buf, sizeof(buf));
-	if (why == NULL)
-		why = consume_saved_map(fd, &warm);
-	if (why == NULL && !tier_file_identity(fd, &dev, &ino))
-		why = "could not stat the tier file";
+	/* The tier file's I/O in a helper, which a hung device cannot stall. */
+	tier_file_cache_identity();
+	answered = postmaster_io_run(decide_in_helper, bpext_path,
+								 bpext_io_timeout_ms, (char **) &result,
+								 &resultlen, why, sizeof(why));
 
 	/* Whatever happened, no later start may match the old token. */
-	if (!remove_token() && why == NULL)
-		why = "the data directory's token could not be removed";
-	close(fd);					/* the worker takes the lock from here */
+	if (!remove_token() && answered && resultlen >= sizeof(DecideResult) &&
+		result->why[0] == '\0')
+		strlcpy(result->why, "the data directory's token could not be removed",
+				sizeof(result->why));
 
-	if (why != NULL)
+	if (!answered || resultlen < sizeof(DecideResult) || result->why[0] != '\0' ||
+		resultlen != sizeof(DecideResult) + sizeof(SavedRel) * result->warm.nrels)
 	{
-		if (why != buf)
-			strlcpy(buf, why, sizeof(buf));
-		start_cold(buf, true);
-		free(rels);
+		if (answered && resultlen >= sizeof(DecideResult) && result->why[0] != '\0')
+			strlcpy(why, result->why, sizeof(why));
+		else if (answered)
+			strlcpy(why, "the saved tier map could not be read", sizeof(why));
+		start_cold(why, true);
+		free(result);
 		return;
 	}
 
-	for (i = 0; i < warm.nrels; i++)
+	/* Saved in index order, as tier_map_warm_hold needs them. */
+	rels = (SavedRel *) ((char *) result + sizeof(DecideResult));
+	for (i = 0; i < result->warm.nrels; i++)
 	{
 		if (rels[i].fork < 0 || rels[i].fork > MAX_FORKNUM)
 			continue;
-		if (tier_map_warm_hold(&rels[i].rfile, (ForkNumber) rels[i].fork,
+		if (tier_map_warm_hold(rels[i].index, &rels[i].rfile,
+							   (ForkNumber) rels[i].fork, rels[i].generation,
 							   rels[i].nblocks))
 			held++;
 	}
-	free(rels);
 
 	Warm->mode = BPEXT_START_WARM;
 	Warm->reason[0] = '\0';
 	Warm->load_pending = true;
 	strlcpy(Warm->path, bpext_path, sizeof(Warm->path));
-	Warm->dev = dev;
-	Warm->ino = ino;
-	Warm->nonce = warm.nonce;
-	Warm->npages = warm.npages;
-	Warm->pages_offset = warm.pages_offset;
-	Warm->rels_offset = warm.rels_offset;
-	Warm->nrels = warm.nrels;
-	Warm->rels_crc = warm.rels_crc;
-	Warm->saved_checkpoint = warm.checkpoint;
+	Warm->dev = result->dev;
+	Warm->ino = result->ino;
+	Warm->nonce = result->warm.nonce;
+	Warm->npages = result->warm.npages;
+	Warm->directory_id = result->warm.directory_id;
+	Warm->saved_checkpoint = result->warm.checkpoint;
 	Warm->held_rels = held;
 	Warm->log_decision = true;
+	free(result);
 }
 
 /*
@@ -914,78 +973,35 @@ bpext_warm_open(uint32 *nslots, char *err, size_t errlen)
 	return fd;
 }
 
+/* The directory id of the saved map the worker is about to load. */
+uint64
+bpext_warm_directory_id(void)
+{
+	return Warm->directory_id;
+}
+
 /*
- * The tier is enabled on the file and warm_loading is set: read the saved
- * relation table and find each entry the postmaster held.  The table is
- * read again, so its CRC is checked again: an entry changed since the
- * postmaster's check could name a relation it held for another.
+ * The tier is enabled on the file, its slot directory laid out with the
+ * saved map's id, and warm_loading is set: start reading the directory.
  */
 void
 bpext_warm_begin_load(int fd)
 {
-	Size		rels_bytes = sizeof(SavedRel) * Warm->nrels;
-	SavedRel   *rels = palloc_extended(Max(rels_bytes, 1), MCXT_ALLOC_HUGE);
-	uint32		i;
-
 	Warm->load_pending = false;
-	if (rels_bytes > 0 &&
-		pread(fd, rels, rels_bytes, Warm->rels_offset) != (ssize_t) rels_bytes)
+	if (step_entries == NULL)
 	{
-		pfree(rels);
-		bpext_warm_abandon("the saved tier map could not be read", false);
-		return;
+		step_entries = MemoryContextAllocHuge(TopMemoryContext,
+											  sizeof(SlotDirEntry) *
+											  TIER_DIR_ENTRIES_PER_CHUNK *
+											  WARM_CHUNKS_PER_STEP);
+		step_valid = MemoryContextAlloc(TopMemoryContext,
+										sizeof(bool) * WARM_CHUNKS_PER_STEP);
 	}
-	if (!EQ_CRC32C(saved_rels_crc(rels, Warm->nrels), Warm->rels_crc))
-	{
-		pfree(rels);
-		bpext_warm_abandon("the saved tier map is damaged", false);
-		return;
-	}
-	loaded_rels = MemoryContextAllocHuge(TopMemoryContext,
-										 sizeof(uint32) * Max(Warm->nrels, 1));
-	for (i = 0; i < Warm->nrels; i++)
-	{
-		loaded_rels[i] = TIER_INVALID_INDEX;
-		if (rels[i].fork >= 0 && rels[i].fork <= MAX_FORKNUM)
-			loaded_rels[i] = tier_map_warm_find(&rels[i].rfile,
-												(ForkNumber) rels[i].fork);
-	}
-	pfree(rels);
-	if (chunk_pages == NULL)
-		chunk_pages = MemoryContextAlloc(TopMemoryContext,
-										 sizeof(SavedPage) * WARM_CHUNK_PAGES);
-
-	Warm->pages_read = 0;
-	Warm->next_offset = Warm->pages_offset;
+	Warm->loading = true;
+	Warm->next_chunk = 0;
 	Warm->map_epoch = pg_atomic_read_u32(&BpextCtl->map_epoch);
 	Warm->file_incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
 	Warm->load_started = GetCurrentTimestamp();
-}
-
-/* Read and check the next chunk; its page count, or -1 if damaged. */
-static int
-read_chunk(int fd)
-{
-	SavedChunkHeader header;
-	Size		bytes;
-	pg_crc32c	crc;
-
-	if (pread(fd, &header, sizeof(header), Warm->next_offset) != sizeof(header) ||
-		header.npages == 0 || header.npages > WARM_CHUNK_PAGES ||
-		Warm->pages_read + header.npages > Warm->npages)
-		return -1;
-	bytes = sizeof(SavedPage) * header.npages;
-	if (pread(fd, chunk_pages, bytes, Warm->next_offset + sizeof(header)) !=
-		(ssize_t) bytes)
-		return -1;
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, &header.npages, sizeof(header.npages));
-	COMP_CRC32C(crc, chunk_pages, bytes);
-	FIN_CRC32C(crc);
-	if (!EQ_CRC32C(crc, header.crc))
-		return -1;
-	Warm->next_offset += sizeof(header) + bytes;
-	return (int) header.npages;
 }
 
 static void
@@ -1001,24 +1017,27 @@ finish_load(void)
 					(unsigned long long) reused,
 					(unsigned long long) Warm->npages, secs, usecs / 1000),
 			 reused < Warm->npages ?
-			 errdetail("The others were written, truncated or dropped after the server started, or belong to relations the map had no room for.") : 0));
+			 errdetail("The others were written, truncated or dropped after the server started, or were dead copies the tier had not yet swept.") : 0));
+	Warm->loading = false;
 	tier_map_warm_release_holds();
-	if (loaded_rels != NULL)
-		pfree(loaded_rels);
-	loaded_rels = NULL;
 }
 
 /*
- * Publish the next chunks of the saved map.  Returns true while there is
- * more to load; false once the load is over (finished or given up).
+ * Publish the saved pages of the next chunks of the slot directory.
+ * Returns true while there is more to load; false once the load is over
+ * (finished or given up).
  */
 bool
 bpext_warm_load_step(int fd)
 {
-	int			chunk;
+	uint32		total = TIER_DIR_CHUNKS(slot_directory_nslots());
+	uint32		active = pg_atomic_read_u32(&BpextCtl->active_slots);
+	uint64		published = 0;
+	int			nchunks;
+	int			i;
 
-	if (loaded_rels == NULL)
-		return false;			/* begin_load gave up */
+	if (!Warm->loading)
+		return false;
 	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
 		pg_atomic_read_u32(&BpextCtl->map_epoch) != Warm->map_epoch)
 	{
@@ -1026,42 +1045,47 @@ bpext_warm_load_step(int fd)
 						   false);
 		return false;
 	}
-
-	for (chunk = 0; chunk < WARM_CHUNKS_PER_STEP; chunk++)
+	if (Warm->next_chunk >= total)
 	{
-		int			npages;
-		int			i;
-		uint32		active = pg_atomic_read_u32(&BpextCtl->active_slots);
-		uint64		published = 0;
-
-		if (Warm->pages_read == Warm->npages)
-		{
-			finish_load();
-			return false;
-		}
-		npages = read_chunk(fd);
-		if (npages < 0)
-		{
-			/* What came from a damaged map is not kept. */
-			tier_map_clear();
-			bpext_warm_abandon("the saved tier map is damaged", false);
-			return false;
-		}
-		for (i = 0; i < npages; i++)
-		{
-			SavedPage  *page = &chunk_pages[i];
-
-			if (page->slot >= active || page->rel >= Warm->nrels ||
-				loaded_rels[page->rel] == TIER_INVALID_INDEX)
-				continue;
-			if (tier_map_warm_publish(loaded_rels[page->rel], page->slot,
-									  page->block, page->crc,
-									  Warm->map_epoch, Warm->file_incarnation))
-				published++;
-		}
-		Warm->pages_read += npages;
-		pg_atomic_fetch_add_u64(&Warm->pages_reused, published);
+		finish_load();
+		return false;
 	}
+
+	nchunks = slot_directory_read(fd, Warm->next_chunk, WARM_CHUNKS_PER_STEP,
+								  step_entries, step_valid);
+	if (nchunks <= 0)
+	{
+		char		why[256];
+
+		snprintf(why, sizeof(why), "the saved tier map could not be read: %m");
+		bpext_warm_abandon(why, true);
+		return false;
+	}
+	for (i = 0; i < nchunks; i++)
+	{
+		uint32		chunk = Warm->next_chunk + i;
+		uint32		first = chunk * TIER_DIR_ENTRIES_PER_CHUNK;
+		bool		current = true;
+		uint32		j;
+
+		for (j = 0; step_valid[i] && j < TIER_DIR_ENTRIES_PER_CHUNK; j++)
+		{
+			SlotDirEntry *e = &step_entries[(Size) i * TIER_DIR_ENTRIES_PER_CHUNK + j];
+
+			if (e->rel == TIER_INVALID_INDEX)
+				continue;
+			if (first + j < active &&
+				tier_map_warm_publish(e->rel, first + j, e->block, e->crc,
+									  e->generation, Warm->map_epoch,
+									  Warm->file_incarnation))
+				published++;
+			else
+				current = false;
+		}
+		slot_directory_note_loaded(chunk, step_valid[i], current);
+	}
+	Warm->next_chunk += nchunks;
+	pg_atomic_fetch_add_u64(&Warm->pages_reused, published);
 	return true;
 }
 
@@ -1076,13 +1100,18 @@ bpext_warm_abandon(const char *why, bool pages_stay)
 {
 	bool		was_loading = pg_atomic_read_u32(&BpextCtl->warm_loading) != 0;
 
-	if (!Warm->load_pending && !was_loading && loaded_rels == NULL)
+	if (!Warm->load_pending && !was_loading && !Warm->loading)
 		return;
 	Warm->load_pending = false;
+
+	/*
+	 * The chunks not read yet name pages the map does not hold: they must
+	 * not stay valid on disk.
+	 */
+	if (Warm->loading)
+		slot_directory_mark_all_dirty(Warm->next_chunk);
+	Warm->loading = false;
 	tier_map_warm_release_holds();
-	if (loaded_rels != NULL)
-		pfree(loaded_rels);
-	loaded_rels = NULL;
 	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
 
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);

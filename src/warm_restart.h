@@ -27,6 +27,7 @@ extern void bpext_warm_startup(void);
 extern void bpext_warm_log_decision(void);
 extern bool bpext_warm_load_pending(const char *path);
 extern int	bpext_warm_open(uint32 *nslots, char *err, size_t errlen);
+extern uint64 bpext_warm_directory_id(void);
 extern void bpext_warm_begin_load(int fd);
 extern bool bpext_warm_load_step(int fd);
 extern void bpext_warm_abandon(const char *why, bool pages_stay);

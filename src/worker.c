@@ -216,6 +216,9 @@ bpext_worker_main(Datum main_arg)
 		/* A warm start's saved map, a piece per round, without sleeping. */
 		loading = bpext_tier_warm_load_step();
 
+		/* The map's changes, onto the SSD (slot_directory.c). */
+		bpext_tier_flush_directory();
+
 		naptime = bpext_push_round();
 
 		(void) WaitLatch(MyLatch,

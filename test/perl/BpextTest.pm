@@ -72,6 +72,7 @@ our @EXPORT = qw(
   bpext_worker_pid
   bpext_file_md5
   bpext_file_size
+  bpext_tier_file_bytes
   bpext_file_mode
   bpext_child_pids
   bpext_kill_all
@@ -581,6 +582,24 @@ sub bpext_worker_pid
 	}
 	closedir $dh;
 	return undef;
+}
+
+=pod
+
+=item bpext_tier_file_bytes(mb)
+
+The size on disk of the tier file of a tier of mb MB: the header and the
+slots (mb MB), then the slot directory, one 8 kB chunk per 511 slots
+(src/tier_file.h).
+
+=cut
+
+sub bpext_tier_file_bytes
+{
+	my ($mb) = @_;
+	my $slots = $mb * 1024 * 1024 / 8192 - 1;
+	my $chunks = int(($slots + 510) / 511);
+	return $mb * 1024 * 1024 + $chunks * 8192;
 }
 
 =pod

@@ -142,7 +142,7 @@ $cfg = bpext_config($node);
 is($cfg->{state}, 5, 'good path: state 5');
 is($cfg->{path}, $good, 'good path: path shown');
 is($cfg->{current_size_in_kb}, 32 * 1024, 'good path: size');
-is(bpext_file_size($good), 32 * 1024 * 1024, 'good path: file size on disk');
+is(bpext_file_size($good), bpext_tier_file_bytes(32), 'good path: file size on disk');
 is(bpext_file_mode($good), 0600, 'good path: file mode 0600');
 is(bpext_file_md5($precious), $precious_md5, 'precious file still unchanged');
 
@@ -210,7 +210,7 @@ ok($node->poll_query_until('postgres',
 $cfg = bpext_config($node);
 is($cfg->{state}, 5, 'size above max_size at server start: tier enabled');
 is($cfg->{max_size_in_kb}, 64 * 1024, 'size above max_size: max_size_in_kb');
-is(bpext_file_size($good), 64 * 1024 * 1024,
+is(bpext_file_size($good), bpext_tier_file_bytes(64),
 	'size above max_size: file is max_size on disk');
 
 # The tier works at its clamped size.
@@ -272,7 +272,7 @@ bpext_evict_shared_buffers($node);
 bpext_check_table($node, 'postgres', 't', rows => 20000, scan => 'index',
 	name => 'owner after the other cluster tried its file');
 is(bpext_stat($node, 'crc_failures'), 0, 'owner: no checksum failures');
-is(bpext_file_size($good), 64 * 1024 * 1024, 'owner: tier file size unchanged');
+is(bpext_file_size($good), bpext_tier_file_bytes(64), 'owner: tier file size unchanged');
 
 $other->stop;
 $node->stop;

@@ -57,7 +57,7 @@ is($cfg->{path}, $path, 'enabled: path');
 is($cfg->{current_size_in_kb}, 64 * 1024, 'enabled: current_size_in_kb');
 # Nothing but what the worker could push from shared buffers since.
 cmp_ok($cfg->{allocated_pages}, '<=', 2048, 'enabled: a new tier starts empty');
-is(bpext_file_size($path), 64 * 1024 * 1024, 'enabled: file size on disk');
+is(bpext_file_size($path), bpext_tier_file_bytes(64), 'enabled: file size on disk');
 is(bpext_file_mode($path), 0600, 'enabled: file mode 0600');
 ok($node->log_contains(qr/LOG:  bpext tier enabled: "\Q$path\E", 64 MB/, $offset),
 	'enabled: logged');
@@ -132,7 +132,7 @@ is($cfg->{path}, $path, 're-enabled: same path');
 # pushed since.
 cmp_ok($cfg->{allocated_pages}, '<=', 2048,
 	're-enabled: the old contents did not come back');
-is(bpext_file_size($path), 64 * 1024 * 1024, 're-enabled: file size');
+is(bpext_file_size($path), bpext_tier_file_bytes(64), 're-enabled: file size');
 is(bpext_file_mode($path), 0600, 're-enabled: file mode 0600');
 bpext_check_table($node, 'postgres', 't', rows => $nrows, ver => $ver,
 	scan => 'index', name => 're-enabled');
@@ -144,7 +144,7 @@ my $path2 = $node->basedir . '/bpext2.tier';
 is($node->safe_psql('postgres', "SELECT bpext_enable('$path2')"),
 	'BUFFER POOL EXTENSION ENABLED', 'enable with another path');
 ok(!-e $path, 'new path: old file removed');
-is(bpext_file_size($path2), 64 * 1024 * 1024, 'new path: new file, same size');
+is(bpext_file_size($path2), bpext_tier_file_bytes(64), 'new path: new file, same size');
 is(bpext_file_mode($path2), 0600, 'new path: file mode 0600');
 is(bpext_config($node)->{path}, $path2, 'new path: shown');
 $node->safe_psql('postgres', "SELECT bpext_prewarm('t'), bpext_prewarm('t_pkey')");
@@ -185,7 +185,7 @@ for my $step ([ '128MB', 128 ], [ '16MB', 16 ], [ '8MB', 8 ], [ '64MB', 64 ])
 		'BUFFER POOL EXTENSION ENABLED', "resize to $size");
 	$cfg = bpext_config($node);
 	is($cfg->{current_size_in_kb}, $mb * 1024, "resize to $size: current_size_in_kb");
-	is(bpext_file_size($path2), $mb * 1024 * 1024,
+	is(bpext_file_size($path2), bpext_tier_file_bytes($mb),
 		"resize to $size: file size on disk");
 	cmp_ok($cfg->{allocated_pages}, '<=', slots_of_mb($mb),
 		"resize to $size: allocated_pages within the size");

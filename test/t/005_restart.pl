@@ -74,7 +74,7 @@ sub check_fresh
 		is($hits, 0, "$name: no hits yet");
 	}
 	is(bpext_file_mode($path), 0600, "$name: tier file mode 0600");
-	is(bpext_file_size($path), 256 * 1024 * 1024, "$name: tier file size");
+	is(bpext_file_size($path), bpext_tier_file_bytes(256), "$name: tier file size");
 	return;
 }
 

@@ -61,7 +61,7 @@ sub reenable
 		'BUFFER POOL EXTENSION ENABLED', "$name: bpext_enable() re-enables");
 	my $cfg = bpext_config($node);
 	is($cfg->{state}, 5, "$name: state 5");
-	is(bpext_file_size($path), $tier_mb * 1024 * 1024, "$name: file size");
+	is(bpext_file_size($path), bpext_tier_file_bytes($tier_mb), "$name: file size");
 	is(bpext_file_mode($path), 0600, "$name: file mode 0600");
 	bpext_fill_and_read($node, "$name, re-enabled", $nrows);
 	return;

@@ -99,7 +99,7 @@ sub reenable
 	my $cfg = bpext_config($node);
 	is($cfg->{state}, 5, "$name: state 5");
 	is($cfg->{current_size_in_kb}, $tier_mb * 1024, "$name: size");
-	is(bpext_file_size($path), $tier_mb * 1024 * 1024, "$name: file size");
+	is(bpext_file_size($path), bpext_tier_file_bytes($tier_mb), "$name: file size");
 	bpext_fill_and_read($node, "$name, re-enabled", $nrows, $ver);
 	return;
 }
@@ -364,7 +364,7 @@ $node->safe_psql('postgres', 'DROP TABLE t_other');
 	my $cfg = bpext_config($node);
 	is($cfg->{state}, 5, "$name: the tier stays enabled at its old size");
 	is($cfg->{current_size_in_kb}, $tier_mb * 1024, "$name: size unchanged");
-	is(bpext_file_size($path), $tier_mb * 1024 * 1024, "$name: file size unchanged");
+	is(bpext_file_size($path), bpext_tier_file_bytes($tier_mb), "$name: file size unchanged");
 	like($cfg->{last_error}, qr/could not grow the tier file .*No space left on device/,
 		"$name: last_error says why");
 	is(bpext_count_in_log($node, qr/WARNING:  bpext could not resize the tier: could not grow the tier file to \d+ bytes: No space left on device/, $offset),
@@ -377,7 +377,7 @@ $node->safe_psql('postgres', 'DROP TABLE t_other');
 	is($node->safe_psql('postgres', "SELECT bpext_resize('96MB')"),
 		'BUFFER POOL EXTENSION ENABLED', "$name: bpext_resize() once there is space");
 	is(bpext_config($node)->{current_size_in_kb}, 96 * 1024, "$name: new size");
-	is(bpext_file_size($path), 96 * 1024 * 1024, "$name: new file size");
+	is(bpext_file_size($path), bpext_tier_file_bytes(96), "$name: new file size");
 	is($node->safe_psql('postgres', "SELECT bpext_resize('${tier_mb}MB')"),
 		'BUFFER POOL EXTENSION ENABLED', "$name: back to ${tier_mb}MB");
 	bpext_fill_and_read($node, "$name, resized back", $nrows, $ver);

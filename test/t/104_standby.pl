@@ -181,7 +181,7 @@ ok(bpext_worker_pid($standby), 'promoted: the bpext worker runs');
 my $cfg = bpext_config($standby);
 is($cfg->{path}, $standby_tier, 'promoted: its own tier file');
 is($cfg->{current_size_in_kb}, 64 * 1024, 'promoted: tier size');
-is(bpext_file_size($standby_tier), 64 * 1024 * 1024, 'promoted: file size');
+is(bpext_file_size($standby_tier), bpext_tier_file_bytes(64), 'promoted: file size');
 is(bpext_file_mode($standby_tier), 0600, 'promoted: file mode 0600');
 is(bpext_count_in_log($standby, qr/bpext tier (enabled|disabled)/, $offset), 0,
 	'promoted: the tier stayed on through promotion');

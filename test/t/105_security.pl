@@ -240,7 +240,7 @@ my $quoted = "$base/it's.tier";
 (my $quoted_sql = $quoted) =~ s/'/''/g;
 is($node->safe_psql('postgres', "SELECT bpext_enable('$quoted_sql', '32MB')"),
 	'BUFFER POOL EXTENSION ENABLED', 'quote in the path: enabled');
-is(bpext_file_size($quoted), 32 * 1024 * 1024, 'quote in the path: the file has that name');
+is(bpext_file_size($quoted), bpext_tier_file_bytes(32), 'quote in the path: the file has that name');
 $node->restart;
 ok(bpext_wait_for_state($node, 'enabled'), 'quote in the path: enabled after a restart');
 is(bpext_config($node)->{path}, $quoted, 'quote in the path: same path after a restart');
@@ -295,7 +295,7 @@ ok(bpext_wait_for_state($copy, 'error'), 'cluster copy: state 7');
 like(bpext_config($copy)->{last_error}, qr/"\Q$path\E" is in use by another server/,
 	'cluster copy: the tier file is in use by the original');
 is(bpext_config($node)->{state}, 5, 'cluster copy: the original keeps its tier');
-is(bpext_file_size($path), 32 * 1024 * 1024, 'cluster copy: the tier file is intact');
+is(bpext_file_size($path), bpext_tier_file_bytes(32), 'cluster copy: the tier file is intact');
 $node->safe_psql('postgres', "SELECT bpext_prewarm('t'), bpext_prewarm('t_pkey')");
 bpext_evict_shared_buffers($node);
 my $before = bpext_stat($node, 'extension_page_reads');
