@@ -69,6 +69,17 @@ sub fails
 	return $err;
 }
 
+# Wait for the worker to have acted on a 128 MB bpext.size (refused, or
+# done), then report whether it logged the refusal the regexp describes.
+sub worker_refused
+{
+	my ($regexp, $offset) = @_;
+	$node->wait_for_log(
+		qr/WARNING:  bpext could not (enable|resize) the tier|LOG:  bpext tier (resized to|enabled: "[^"]*",) 128 MB/,
+		$offset);
+	return $node->log_contains($regexp, $offset);
+}
+
 sub tier_state
 {
 	my $cfg = bpext_config($node);
@@ -149,7 +160,7 @@ is(tier_state(), '5 32768', 'still 32 MB');
 my $offset = -s $node->logfile;
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET bpext.size = '128MB'; SELECT pg_reload_conf();");
-ok( $node->wait_for_log(
+ok( worker_refused(
 		qr/WARNING:  bpext could not resize the tier: a tier file of 128 MB at "\Q$path\E" would leave less than bpext.min_free_space free on the file system it shares with the data directory\n.*DETAIL:  That file system has \d+ MB free/,
 		$offset),
 	'reload above the reserve: WARNING with the reason and the numbers');
@@ -168,7 +179,7 @@ bpext_load_table($node, 'postgres', 't', 20000);
 $node->safe_psql('postgres', "CHECKPOINT; SELECT bpext_prewarm('t');");
 $offset = -s $node->logfile;
 $node->restart;
-ok( $node->wait_for_log(
+ok( worker_refused(
 		qr/WARNING:  bpext could not resize the tier: a tier file of 128 MB at "\Q$path\E" would leave less than bpext.min_free_space free/,
 		$offset),
 	'warm start above the reserve: WARNING');
@@ -184,7 +195,7 @@ $node->safe_psql('postgres',
 	"ALTER SYSTEM SET bpext.warm_restart = off; SELECT pg_reload_conf();");
 $offset = -s $node->logfile;
 $node->restart;
-ok( $node->wait_for_log(
+ok( worker_refused(
 		qr/WARNING:  bpext could not enable the tier: a tier file of 128 MB at "\Q$path\E" would leave less than bpext.min_free_space free/,
 		$offset),
 	'cold start above the reserve: WARNING');
