@@ -225,7 +225,7 @@ bpext_define_settings(void)
 
 	DefineCustomStringVariable("bpext.min_free_space",
 							   "Free space that enabling or growing the tier must leave on a file system that also holds the cluster's files.",
-							   "A percentage of the file system's size (such as 10%) or a size (such as 4GB); 0 turns the check off. It applies when the tier file shares a file system with the data directory, pg_wal or a tablespace, and only to what the file grows by.",
+							   "A percentage of the file system's size (such as 10%) or a size (such as 4GB); 0 keeps no reserve, but a size that would take more than the free space is still refused rather than left to fill the disk. It applies when the tier file shares a file system with the data directory, pg_wal or a tablespace, and only to what the file grows by.",
 							   &bpext_min_free_space,
 							   "10%",
 							   PGC_SIGHUP,
