@@ -7,6 +7,7 @@ OBJS = \
 	src/db_hooks.o \
 	src/descriptors.o \
 	src/evict_push.o \
+	src/free_space.o \
 	src/interpose.o \
 	src/io_watch.o \
 	src/postmaster_io.o \

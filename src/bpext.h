@@ -113,10 +113,12 @@ extern int	bpext_push_lookahead;
 extern int	bpext_io_timeout_ms;
 extern bool bpext_log_events;
 extern bool bpext_warm_restart;
+extern char *bpext_min_free_space;
 
 extern void bpext_define_settings(void);
 extern bool bpext_size_fits(int size_mb);
 extern int	bpext_reserved_size_mb(void);
+extern uint64 bpext_min_free_space_bytes(uint64 fs_size);
 
 /*
  * Is the tier serving and admitting pages?  Cheap enough for every smgr

@@ -17,6 +17,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include "utils/guc.h"
 
 #include "bpext.h"
@@ -35,6 +37,7 @@ int			bpext_push_lookahead = 0;
 int			bpext_io_timeout_ms = 5000;
 bool		bpext_log_events = false;
 bool		bpext_warm_restart = true;
+char	   *bpext_min_free_space = NULL;
 
 int			bpext_scan_workers = -1;
 bool		bpext_parallel_scan = true;
@@ -91,6 +94,84 @@ check_tier_size(int *newval, void **extra, GucSource source)
 	return false;
 }
 
+/*
+ * bpext.min_free_space is a percentage of the file system's size ("10%")
+ * or an amount, with a unit ("4GB") or in MB ("4096").  Sets *percent to
+ * the percentage, or to -1 and *mb to the amount.
+ */
+static bool
+parse_min_free_space(const char *value, double *percent, int *mb,
+					 const char **hintmsg)
+{
+	size_t		len = strlen(value);
+
+	*hintmsg = NULL;
+	while (len > 0 && isspace((unsigned char) value[len - 1]))
+		len--;
+	if (len > 0 && value[len - 1] == '%')
+	{
+		char		number[32];
+		char	   *end;
+		double		p;
+
+		if (len > sizeof(number))
+			len = sizeof(number);
+		strlcpy(number, value, len);	/* without the % */
+		errno = 0;
+		p = strtod(number, &end);
+		while (isspace((unsigned char) *end))
+			end++;
+		if (end == number || *end != '\0' || errno != 0 ||
+			!(p >= 0 && p <= 100))
+		{
+			*hintmsg = "A percentage must be between 0% and 100%.";
+			return false;
+		}
+		*percent = p;
+		*mb = 0;
+		return true;
+	}
+	*percent = -1;
+	if (!parse_int(value, mb, GUC_UNIT_MB, hintmsg) || *mb < 0)
+		return false;
+	return true;
+}
+
+static bool
+check_min_free_space(char **newval, void **extra, GucSource source)
+{
+	double		percent;
+	int			mb;
+	const char *hintmsg;
+
+	if (*newval != NULL && parse_min_free_space(*newval, &percent, &mb, &hintmsg))
+		return true;
+	GUC_check_errdetail("bpext.min_free_space must be a percentage of the file system, such as '10%%', or a size, such as '4GB'.");
+	if (hintmsg)
+		GUC_check_errhint("%s", hintmsg);
+	return false;
+}
+
+/*
+ * The free space, in bytes, that the tier must leave on a file system of
+ * fs_size bytes that also holds the cluster's files.  The check hook has
+ * let only values through that parse.
+ */
+uint64
+bpext_min_free_space_bytes(uint64 fs_size)
+{
+	double		percent = 10;
+	int			mb = 0;
+	const char *hintmsg;
+
+	if (bpext_min_free_space == NULL ||
+		!parse_min_free_space(bpext_min_free_space, &percent, &mb, &hintmsg))
+		percent = 10;
+	if (percent >= 0)
+		return (uint64) ((double) fs_size * percent / 100.0);
+	return (uint64) mb * 1024 * 1024;
+}
+
 static bool
 check_tier_path(char **newval, void **extra, GucSource source)
 {
@@ -141,6 +222,15 @@ bpext_define_settings(void)
 							PGC_POSTMASTER,
 							GUC_UNIT_MB,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("bpext.min_free_space",
+							   "Free space that enabling or growing the tier must leave on a file system that also holds the cluster's files.",
+							   "A percentage of the file system's size (such as 10%) or a size (such as 4GB); 0 keeps no reserve, but a size that would take more than the free space is still refused rather than left to fill the disk. It applies when the tier file shares a file system with the data directory, pg_wal or a tablespace, and only to what the file grows by.",
+							   &bpext_min_free_space,
+							   "10%",
+							   PGC_SIGHUP,
+							   0,
+							   check_min_free_space, NULL, NULL);
 
 	DefineCustomEnumVariable("bpext.write_policy",
 							 "What happens to the tier's copy of a page written to its data file.",

@@ -38,6 +38,8 @@
 #include "utils/timestamp.h"
 
 #include "bpext.h"
+#include "free_space.h"
+#include "tier_file.h"
 #include "tier_map.h"
 #include "wait_events.h"
 #include "warm_restart.h"
@@ -354,6 +356,42 @@ require_size_fits(const char *size, int size_mb)
 }
 
 /*
+ * Refuse a size whose preallocation would leave a file system that also
+ * holds the cluster's files with less than bpext.min_free_space free
+ * (free_space.c), before it reaches postgresql.auto.conf.  The worker
+ * checks again right before it grows the file.
+ */
+static void
+require_free_space(const char *path, int size_mb)
+{
+	BpextSpaceCheck space;
+	uint64		size_bytes = (uint64) size_mb * 1024 * 1024;
+	char		reason[MAXPGPATH + 256];
+	bool		resizing;
+
+	/* The file the worker would create or grow: slots and directory. */
+	size_bytes = size_bytes >= 2 * BLCKSZ ?
+		(uint64) TIER_FILE_BYTES(size_bytes / BLCKSZ - 1) : BLCKSZ;
+	if (path[0] == '\0' || size_mb <= 0 ||
+		bpext_space_allows(path, -1, size_bytes, &space))
+		return;
+	bpext_space_reason(&space, reason, sizeof(reason));
+
+	/* The worker resizes the file it holds, or enables one at path. */
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	resizing = pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED &&
+		strcmp(BpextCtl->path, path) == 0;
+	LWLockRelease(BpextCtl->control_lock);
+	ereport(ERROR,
+			(errcode(ERRCODE_DISK_FULL),
+			 resizing ?
+			 errmsg("bpext could not resize the tier: %s", reason) :
+			 errmsg("bpext could not enable the tier: %s", reason),
+			 bpext_space_errdetail(&space),
+			 bpext_space_errhint()));
+}
+
+/*
  * Reload the configuration and wait until the worker has applied the
  * given path and size.  Returns the state it left the tier in.
  */
@@ -432,6 +470,7 @@ Datum
 bpext_enable(PG_FUNCTION_ARGS)
 {
 	const char *path;
+	const char *size = NULL;
 	int			size_mb;
 
 	bpext_require_preloaded();
@@ -444,15 +483,13 @@ bpext_enable(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("tier file path must be absolute: \"%s\"", path)));
-		alter_system_set("bpext.path", path);
 	}
 	else
 		path = bpext_path ? bpext_path : "";
 
 	if (!PG_ARGISNULL(1))
 	{
-		const char *size = text_to_cstring(PG_GETARG_TEXT_PP(1));
-
+		size = text_to_cstring(PG_GETARG_TEXT_PP(1));
 		size_mb = parse_size_mb(size);
 		if (size_mb == 0)
 			ereport(ERROR,
@@ -460,7 +497,6 @@ bpext_enable(PG_FUNCTION_ARGS)
 					 errmsg("tier size must be greater than zero"),
 					 errhint("Use bpext_disable() to turn the tier off.")));
 		require_size_fits(size, size_mb);
-		alter_system_set("bpext.size", size);
 	}
 	else
 		size_mb = bpext_size_mb;
@@ -470,6 +506,13 @@ bpext_enable(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("bpext.path and bpext.size must both be set to enable the tier"),
 				 errhint("Call bpext_enable('/path/to/file', '10GB').")));
+	require_free_space(path, size_mb);
+
+	/* Only what passed every check reaches postgresql.auto.conf. */
+	if (!PG_ARGISNULL(0))
+		alter_system_set("bpext.path", path);
+	if (size != NULL)
+		alter_system_set("bpext.size", size);
 
 	PG_RETURN_TEXT_P(finish_state_change(reload_and_wait(path, size_mb),
 										 BPEXT_STATE_ENABLED));
@@ -507,6 +550,7 @@ bpext_resize(PG_FUNCTION_ARGS)
 				 errmsg("tier size must be greater than zero"),
 				 errhint("Use bpext_disable() to turn the tier off.")));
 	require_size_fits(size, size_mb);
+	require_free_space(bpext_path ? bpext_path : "", size_mb);
 	alter_system_set("bpext.size", size);
 	result = finish_state_change(reload_and_wait(bpext_path ? bpext_path : "", size_mb),
 								 BPEXT_STATE_ENABLED);

@@ -36,6 +36,7 @@
 #include "utils/timestamp.h"
 
 #include "bpext.h"
+#include "free_space.h"
 #include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -269,6 +270,7 @@ enable_tier_warm(const char *path, uint32 nslots)
 static void
 enable_tier(const char *path, uint32 nslots)
 {
+	BpextSpaceCheck space;
 	char		err[512];
 	int			fd;
 	uint64		dev;
@@ -277,6 +279,20 @@ enable_tier(const char *path, uint32 nslots)
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLING);
 	if (bpext_warm_load_pending(path) && enable_tier_warm(path, nslots))
 		return;
+
+	/* The backend that asked checked too, but free space moves. */
+	if (!bpext_space_allows(path, -1, TIER_FILE_BYTES(nslots), &space))
+	{
+		bpext_space_reason(&space, err, sizeof(err));
+		record_error(err);
+		ereport(WARNING,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("bpext could not enable the tier: %s", err),
+				 bpext_space_errdetail(&space),
+				 bpext_space_errhint()));
+		pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ERROR);
+		return;
+	}
 	fd = tier_file_open(path, nslots, err, sizeof(err));
 	if (fd < 0)
 	{
@@ -311,8 +327,28 @@ enable_tier(const char *path, uint32 nslots)
 static void
 resize_tier(uint32 nslots)
 {
+	BpextSpaceCheck space;
+	char		path_in_use[MAXPGPATH];
 	char		err[512];
 
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	strlcpy(path_in_use, BpextCtl->path, sizeof(path_in_use));
+	LWLockRelease(BpextCtl->control_lock);
+
+	/* Growth only, right before it happens: the old size still stands. */
+	if (nslots > worker_nslots &&
+		!bpext_space_allows(path_in_use, worker_fd, TIER_FILE_BYTES(nslots),
+							&space))
+	{
+		bpext_space_reason(&space, err, sizeof(err));
+		ereport(WARNING,
+				(errcode(ERRCODE_DISK_FULL),
+				 errmsg("bpext could not resize the tier: %s", err),
+				 bpext_space_errdetail(&space),
+				 bpext_space_errhint()));
+		record_error(err);
+		return;
+	}
 	if (nslots < worker_nslots)
 		bpext_tier_shrink(worker_nslots, nslots);
 	if (!tier_file_resize(worker_fd, worker_nslots, nslots, err, sizeof(err)))

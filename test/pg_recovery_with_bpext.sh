@@ -57,6 +57,7 @@ run_pass() {
             echo "shared_preload_libraries = 'bpext'"
             echo "bpext.size = '64MB'"
             echo "bpext.max_size = '64MB'"
+            echo "bpext.min_free_space = 0"
             echo "bpext.log_events = on"
         fi
     } >"$dir/temp.conf"

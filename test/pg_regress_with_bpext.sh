@@ -228,6 +228,7 @@ shared_preload_libraries = 'bpext'
 bpext.path = '$dir/bpext.tier'
 bpext.size = '$tier_size'
 bpext.max_size = '$tier_size'
+bpext.min_free_space = 0
 EOF
     fi
     [ -n "$io_method" ] && echo "io_method = $io_method" >>"$dir/data/postgresql.conf"

@@ -65,6 +65,7 @@ my @nodes = map {
 			'bpext.path' => $tier_path{$name},
 			'bpext.size' => $tier_size,
 			'bpext.max_size' => $tier_size,
+			'bpext.min_free_space' => '0',
 			shared_buffers => '16MB',
 		})
 } 1 .. 3;
