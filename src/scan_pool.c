@@ -33,6 +33,14 @@
  *	- A unit whose rows do not fit an empty output buffer is left to the
  *	  leader, which writes rows without going through one.
  *
+ * Aggregating scans (bpext_buffer_summary) emit no row per unit: each
+ * participant counts its task's units in memory of its own and emits the
+ * task's partial aggregates from end_task, so they are handed over with
+ * the task, all or nothing.  If they do not fit an empty output buffer,
+ * the task is given back to the leader, as an oversized unit is.  The
+ * leader merges partial rows in a sink of the caller's (spec->sink)
+ * instead of its tuplestore, and runs tasks itself: few rows reach it.
+ *
  * Locking protocol: ScanPool.mutex (a spinlock) covers the request slots
  * and the worker slots' pid/pgprocno; worker incarnations are atomics
  * read without it.  ScanShared.mutex covers a scan's task and output
@@ -76,6 +84,7 @@
 #include "descriptors.h"
 #include "prewarm.h"
 #include "scan_pool.h"
+#include "summary.h"
 #include "tier_map.h"
 #include "tier_scans.h"
 #include "wait_events.h"
@@ -98,6 +107,7 @@ typedef struct ScanOpDef
 	const char *name;
 	void		(*run_unit) (BpextScan *scan, uint64 unit);
 	void		(*end_task) (BpextScan *scan, bool completed);	/* or NULL */
+	bool		aggregates;		/* rows come from end_task only */
 } ScanOpDef;
 
 static const ScanOpDef scan_ops[BPEXT_SCAN_NUM_OPS] = {
@@ -107,6 +117,7 @@ static const ScanOpDef scan_ops[BPEXT_SCAN_NUM_OPS] = {
 	[BPEXT_SCAN_INVALIDATE] = {"InvalidatePages", bpext_invalidate_unit, NULL},
 	[BPEXT_SCAN_SHRINK] = {"ShrinkExtension", bpext_shrink_unit, NULL},
 	[BPEXT_SCAN_PREWARM] = {"PrewarmExtension", bpext_prewarm_unit, bpext_prewarm_end_task},
+	[BPEXT_SCAN_SUMMARY] = {"BufferSummary", bpext_summary_unit, bpext_summary_end_task, true},
 };
 
 /* Shared memory for the whole pool. */
@@ -221,6 +232,8 @@ struct BpextScan
 
 	/* Rows: the leader's go to rsinfo, a worker's to its output buffer. */
 	ReturnSetInfo *rsinfo;
+	void		(*sink) (void *arg, Datum *values, bool *nulls);	/* or NULL */
+	void	   *sink_arg;
 	TupleTableSlot *slot;		/* leader: for copying workers' rows */
 	TupleDesc	desc;			/* worker: the rows' shape */
 	OutBuf	   *outbuf;
@@ -383,8 +396,11 @@ bpext_scan_emit(BpextScan *scan, Datum *values, bool *nulls)
 
 	if (scan->worker < 0)
 	{
-		tuplestore_putvalues(scan->rsinfo->setResult, scan->rsinfo->setDesc,
-							 values, nulls);
+		if (scan->sink)
+			scan->sink(scan->sink_arg, values, nulls);
+		else
+			tuplestore_putvalues(scan->rsinfo->setResult,
+								 scan->rsinfo->setDesc, values, nulls);
 		return;
 	}
 	if (scan->overflow)
@@ -611,7 +627,14 @@ consume_ready(BpextScan *scan)
 			MinimalTuple tuple = (MinimalTuple) ((char *) buf + OUTBUF_HEADER + off);
 
 			ExecStoreMinimalTuple(tuple, scan->slot, false);
-			tuplestore_puttupleslot(scan->rsinfo->setResult, scan->slot);
+			if (scan->sink)
+			{
+				slot_getallattrs(scan->slot);
+				scan->sink(scan->sink_arg, scan->slot->tts_values,
+						   scan->slot->tts_isnull);
+			}
+			else
+				tuplestore_puttupleslot(scan->rsinfo->setResult, scan->slot);
 			off += MAXALIGN(tuple->t_len);
 		}
 		ExecClearTuple(scan->slot);
@@ -713,6 +736,17 @@ run_task(BpextScan *scan, uint64 start)
 	}
 	if (scan->def->end_task)
 		scan->def->end_task(scan, true);
+	if (scan->overflow)
+	{
+		/*
+		 * An aggregating task's rows did not fit an empty output buffer:
+		 * none was handed over, and the leader runs the whole task again.
+		 */
+		Assert(scan->def->aggregates && scan->worker >= 0);
+		scan->overflow = false;
+		give_back(scan, true);
+		return true;
+	}
 	hand_over(scan, end, true);
 	return true;
 }
@@ -815,7 +849,8 @@ lead_scan(BpextScan *scan, double *wait_ms)
 		 */
 		INSTR_TIME_SET_CURRENT(after);
 		INSTR_TIME_SUBTRACT(after, last_progress);
-		if (!emits || INSTR_TIME_GET_MILLISEC(after) >= SCAN_POLL_MS)
+		if (!emits || scan->def->aggregates ||
+			INSTR_TIME_GET_MILLISEC(after) >= SCAN_POLL_MS)
 		{
 			scan->task = claim_task(scan, &start);
 			if (scan->task >= 0)
@@ -1106,6 +1141,8 @@ bpext_scan_run(const BpextScanSpec *spec, BpextScanResult *result)
 	scan.worker = -1;
 	scan.task = -1;
 	scan.rsinfo = spec->rsinfo;
+	scan.sink = spec->sink;
+	scan.sink_arg = spec->sink_arg;
 	if (spec->rsinfo != NULL)
 		scan.slot = MakeSingleTupleTableSlot(spec->rsinfo->setDesc,
 											 &TTSOpsMinimalTuple);
