@@ -10,6 +10,7 @@ OBJS = \
 	src/interpose.o \
 	src/io_watch.o \
 	src/prewarm.o \
+	src/progress.o \
 	src/scan_pool.o \
 	src/settings.o \
 	src/smgr_wrap.o \

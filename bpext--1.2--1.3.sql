@@ -55,3 +55,32 @@ REVOKE ALL ON FUNCTION bpext_buffer_summary_1_3() FROM PUBLIC;
 REVOKE ALL ON bpext_buffer_summary, bpext_database_buffers FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION bpext_buffer_summary_1_3() TO pg_monitor;
 GRANT SELECT ON bpext_buffer_summary, bpext_database_buffers TO pg_monitor;
+
+-- Long operations under way (prewarm, warm load, resize, flush, drop
+-- clean buffers, sweeps), as pg_stat_progress_* shows PostgreSQL's.
+CREATE FUNCTION bpext_progress_1_3(
+    OUT pid integer,
+    OUT operation text,
+    OUT command text,
+    OUT database_id oid,
+    OUT relid oid,
+    OUT pages_done bigint,
+    OUT pages_total bigint,
+    OUT pages_per_second double precision,
+    OUT parallel_workers integer,
+    OUT started_at timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'bpext_progress_1_3'
+LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
+CREATE VIEW bpext_progress AS
+    SELECT p.pid, p.operation, p.command, p.database_id, d.datname,
+           p.relid, p.pages_done, p.pages_total, p.pages_per_second,
+           p.parallel_workers, p.started_at
+      FROM bpext_progress_1_3() p
+      LEFT JOIN pg_database d ON d.oid = p.database_id;
+
+REVOKE ALL ON FUNCTION bpext_progress_1_3() FROM PUBLIC;
+REVOKE ALL ON bpext_progress FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION bpext_progress_1_3() TO pg_monitor;
+GRANT SELECT ON bpext_progress TO pg_monitor;

@@ -83,6 +83,7 @@
 #include "buffer_ops.h"
 #include "descriptors.h"
 #include "prewarm.h"
+#include "progress.h"
 #include "scan_pool.h"
 #include "summary.h"
 #include "tier_map.h"
@@ -205,6 +206,9 @@ typedef struct ScanShared
 	int			leader_pgprocno;
 	bool		client_leader;	/* led by a client backend */
 	pg_atomic_uint32 cancelled;
+	pg_atomic_uint64 units_run;	/* for bpext_progress: units run, counted
+								 * every UNITS_BETWEEN_COLLECTS (a unit run
+								 * again after a worker exits counts twice) */
 
 	Size		tupdesc_offset; /* 0 if the scan emits no rows */
 	Size		outbufs_offset;
@@ -214,6 +218,8 @@ typedef struct ScanShared
 	slock_t		mutex;
 	int			first_waiting;	/* no waiting task below this */
 	int			ndone;
+	uint64		nunits;			/* in all ranges */
+	uint64		total_buffers;	/* the spec's, for bpext_progress */
 	uint64		scanned;
 	uint64		iterated;
 	uint64		worker_mask;	/* pool workers that ran a task */
@@ -681,6 +687,39 @@ task_delay(BpextScan *scan)
 }
 
 /*
+ * The leader reports the share of the units run as the share of the
+ * scan's pages done, if its caller shows the operation in bpext_progress.
+ */
+static void
+report_progress(ScanShared *shared)
+{
+	uint64		units_run;
+	uint64		worker_mask;
+
+	if (!bpext_progress_active() || shared->nunits == 0)
+		return;
+	units_run = Min(pg_atomic_read_u64(&shared->units_run), shared->nunits);
+	SpinLockAcquire(&shared->mutex);
+	worker_mask = shared->worker_mask;
+	SpinLockRelease(&shared->mutex);
+	bpext_progress_update((uint64) ((double) shared->total_buffers *
+									units_run / shared->nunits));
+	bpext_progress_set_workers(pg_popcount64(worker_mask));
+}
+
+/* Add the units run since the last call to the scan's count. */
+static void
+count_units_run(BpextScan *scan, uint64 *pending)
+{
+	if (*pending == 0)
+		return;
+	pg_atomic_fetch_add_u64(&scan->shared->units_run, *pending);
+	*pending = 0;
+	if (scan->worker < 0)
+		report_progress(scan->shared);
+}
+
+/*
  * Run the claimed task scan->task from unit start.  Returns false if the
  * scan was cancelled meanwhile (the task is then simply dropped: nobody
  * waits for it).
@@ -692,6 +731,7 @@ run_task(BpextScan *scan, uint64 start)
 	uint64		end = shared->tasks[scan->task].end;
 	bool		emits = shared->tupdesc_offset != 0;
 	uint64		unit;
+	uint64		pending = 0;
 
 	task_delay(scan);
 	for (unit = start; unit < end; unit++)
@@ -707,6 +747,8 @@ run_task(BpextScan *scan, uint64 start)
 				scan->def->end_task(scan, false);
 			return false;
 		}
+		if (pending >= UNITS_BETWEEN_COLLECTS)
+			count_units_run(scan, &pending);
 		/* The leader keeps the workers' buffers moving. */
 		if (scan->worker < 0 && emits &&
 			(unit - start) % UNITS_BETWEEN_COLLECTS == 0)
@@ -715,6 +757,7 @@ run_task(BpextScan *scan, uint64 start)
 			mark_used = scan->outbuf->used;
 
 		scan->def->run_unit(scan, unit);
+		pending++;
 
 		if (!scan->overflow)
 			continue;
@@ -734,6 +777,7 @@ run_task(BpextScan *scan, uint64 start)
 			return false;
 		unit--;
 	}
+	count_units_run(scan, &pending);
 	if (scan->def->end_task)
 		scan->def->end_task(scan, true);
 	if (scan->overflow)
@@ -802,6 +846,7 @@ reclaim_orphans(ScanShared *shared, uint32 *incarnations)
 	return found;
 }
 
+
 /* The leader's part: tasks, workers' rows, and waiting. */
 static void
 lead_scan(BpextScan *scan, double *wait_ms)
@@ -824,6 +869,7 @@ lead_scan(BpextScan *scan, double *wait_ms)
 		instr_time	after;
 
 		CHECK_FOR_INTERRUPTS();
+		report_progress(shared);
 		if (emits && consume_ready(scan))
 		{
 			INSTR_TIME_SET_CURRENT(last_progress);
@@ -911,6 +957,8 @@ init_shared(ScanShared *shared, const BpextScanSpec *spec, int ntasks)
 	shared->leader_pgprocno = BPEXT_MY_PROC_NUMBER();
 	shared->client_leader = MyBackendType == B_BACKEND;
 	pg_atomic_init_u32(&shared->cancelled, 0);
+	pg_atomic_init_u64(&shared->units_run, 0);
+	shared->total_buffers = spec->total_buffers;
 	SpinLockInit(&shared->mutex);
 	shared->ntasks = ntasks;
 	for (r = 0; r < spec->nranges; r++)
@@ -919,6 +967,7 @@ init_shared(ScanShared *shared, const BpextScanSpec *spec, int ntasks)
 		uint64		per_task = Max(range->units_per_task, 1);
 		uint64		end = first + range->nunits;
 
+		shared->nunits += range->nunits;
 		for (; first < end; first += per_task, t++)
 		{
 			ScanTask   *task = &shared->tasks[t];

@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 
 #include "bpext.h"
+#include "progress.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
@@ -298,10 +299,26 @@ static void
 resize_tier(uint32 nslots)
 {
 	char		err[512];
+	bool		resized;
 
-	if (nslots < worker_nslots)
-		bpext_tier_shrink(worker_nslots, nslots);
-	if (!tier_file_resize(worker_fd, worker_nslots, nslots, err, sizeof(err)))
+	/* Pages: those emptied by a shrink, or those allocated by a growth. */
+	bpext_progress_begin(BPEXT_PROGRESS_RESIZE, nslots < worker_nslots ?
+						 worker_nslots - nslots : nslots - worker_nslots);
+	bpext_progress_set_target(InvalidOid, InvalidOid,
+							  nslots < worker_nslots ? "shrink" : "grow");
+	PG_TRY();
+	{
+		if (nslots < worker_nslots)
+			bpext_tier_shrink(worker_nslots, nslots);
+		resized = tier_file_resize(worker_fd, worker_nslots, nslots, err,
+								   sizeof(err));
+	}
+	PG_FINALLY();
+	{
+		bpext_progress_end();
+	}
+	PG_END_TRY();
+	if (!resized)
 	{
 		/* The old size still stands: growth failed before anything used it. */
 		if (nslots < worker_nslots)
