@@ -12,6 +12,7 @@ OBJS = \
 	src/io_watch.o \
 	src/postmaster_io.o \
 	src/prewarm.o \
+	src/progress.o \
 	src/scan_pool.o \
 	src/settings.o \
 	src/slot_directory.o \
@@ -21,6 +22,7 @@ OBJS = \
 	src/smgr_wrap_aio.o \
 	src/sql_api.o \
 	src/stats.o \
+	src/summary.o \
 	src/tier_control.o \
 	src/tier_file.o \
 	src/tier_io.o \
@@ -31,7 +33,8 @@ OBJS = \
 	src/worker.o
 
 EXTENSION = bpext
-DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql
+DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql \
+	bpext--1.2--1.3.sql
 PGFILEDESC = "bpext - SSD buffer pool extension"
 
 # The regression and isolation suites run in a temporary instance that

@@ -50,6 +50,32 @@ SELECT ssd_pages = pg_relation_size('prewarm_me') / 8192 AS per_relation
   FROM bpext_relation_buffers
  WHERE relation = 'prewarm_me'::regclass AND relforknumber = 0;
 
+-- The summary, counted inside the scan workers, agrees with the listing:
+-- per relation fork, and in total with the counters (within the churn of
+-- the worker pushing pages between the scans).
+SELECT s.ssd_pages = pg_relation_size('prewarm_me') / 8192 AS all_on_ssd,
+       s.dirty_pages <= s.ram_pages AS dirty_in_ram,
+       s.datname = current_database() AS db
+  FROM bpext_buffer_summary s
+ WHERE s.relation = 'prewarm_me'::regclass AND s.relforknumber = 0
+   AND s.ram_pages = (SELECT count(*) FROM bpext_buffer_descriptors d
+                       JOIN pg_class c ON c.relfilenode = d.allocation_unit_id
+                      WHERE c.relname = 'prewarm_me' AND d.relforknumber = 0
+                        AND NOT d.is_in_bpool_extension);
+SELECT abs(sum(ssd_pages) - (SELECT extension_allocated_pages FROM bpext_stats)) <= 8
+         AS ssd_matches_counters,
+       abs(sum(ssd_pages) - (SELECT count(*) FROM bpext_buffer_descriptors
+                              WHERE is_in_bpool_extension)) <= 8
+         AS ssd_matches_listing,
+       abs(sum(ram_pages) - (SELECT count(*) FROM bpext_buffer_descriptors
+                              WHERE NOT is_in_bpool_extension)) <= 8
+         AS ram_matches_listing
+  FROM bpext_buffer_summary;
+SELECT (SELECT sum(ssd_pages) FROM bpext_database_buffers) =
+       (SELECT sum(ssd_pages) FROM bpext_buffer_summary) AS databases_add_up,
+       (SELECT count(*) FROM bpext_database_buffers
+         WHERE datname = current_database() AND ssd_pages > 0) AS this_db;
+
 -- Reads are counted per database; a reset zeroes the counters.
 SELECT tier_reads + data_file_reads > 0 AS counted
   FROM bpext_database_stats WHERE datname = current_database();
@@ -92,6 +118,8 @@ SET ROLE bpext_watcher;
 SELECT state, state_description FROM bpext_configuration;
 SELECT crc_failures FROM bpext_stats;
 SELECT count(*) >= 0 AS readable FROM bpext_buffer_descriptors;
+SELECT count(*) > 0 AS readable FROM bpext_buffer_summary;
+SELECT count(*) > 0 AS readable FROM bpext_database_buffers;
 SELECT bpext_stats_reset();
 SELECT bpext_enable();
 SELECT bpext_resize('20MB');
@@ -104,6 +132,10 @@ SELECT bpext_disable();
 SELECT state, state_description, current_size_in_kb, allocated_pages
   FROM bpext_configuration;
 SELECT bpext_prewarm('prewarm_me');
+-- With the tier off the summary counts shared buffers only.
+SELECT count(*) > 0 AS some_ram, sum(ssd_pages) AS ssd_pages,
+       sum(ram_pages) > 0 AS ram_pages
+  FROM bpext_buffer_summary;
 SELECT bpext_enable(size => '32MB');
 SELECT state_description FROM bpext_configuration;
 SELECT count(*), sum(length(filler)) FROM prewarm_me;

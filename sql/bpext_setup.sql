@@ -36,3 +36,9 @@ SELECT attname FROM pg_attribute
 SELECT attname FROM pg_attribute
  WHERE attrelid = 'bpext_scan_history'::regclass AND attnum > 0
  ORDER BY attnum;
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'bpext_buffer_summary'::regclass AND attnum > 0
+ ORDER BY attnum;
+SELECT attname FROM pg_attribute
+ WHERE attrelid = 'bpext_database_buffers'::regclass AND attnum > 0
+ ORDER BY attnum;

@@ -36,6 +36,7 @@
 #include "db_hooks.h"
 #include "descriptors.h"
 #include "io_watch.h"
+#include "progress.h"
 #include "scan_pool.h"
 #include "slot_directory.h"
 #include "smgr_wrap.h"
@@ -73,6 +74,7 @@ bpext_shmem_size(void)
 	size = add_size(size, bpext_descriptors_shmem_size());
 	size = add_size(size, bpext_scan_pool_shmem_size());
 	size = add_size(size, bpext_warm_shmem_size());
+	size = add_size(size, bpext_progress_shmem_size());
 	return size;
 }
 
@@ -116,6 +118,7 @@ bpext_shmem_startup(void)
 	bpext_descriptors_shmem_init(found);
 	bpext_scan_pool_shmem_init(found);
 	bpext_warm_shmem_init(found);
+	bpext_progress_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 
 	bpext_register_wait_events();

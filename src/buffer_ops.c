@@ -41,6 +41,7 @@
 
 #include "bpext.h"
 #include "buffer_ops.h"
+#include "progress.h"
 #include "scan_pool.h"
 #include "tier_map.h"
 
@@ -189,7 +190,9 @@ bpext_drop_clean_buffers(PG_FUNCTION_ARGS)
 	bpext_scan_buffers_and_tier(&spec);
 	if (spec.nranges > 1)
 		tier_map_begin_drop();
+	bpext_progress_begin(BPEXT_PROGRESS_DROP_CLEAN, spec.total_buffers);
 	bpext_scan_run(&spec, &result);
+	bpext_progress_end();
 	PG_RETURN_INT64((int64) result.scanned);
 }
 
@@ -222,6 +225,9 @@ bpext_flush(PG_FUNCTION_ARGS)
 	spec.ranges[0].nunits = NBuffers;
 	spec.ranges[0].units_per_task = bpext_scan_task_buffers;
 	spec.total_buffers = NBuffers;
+	bpext_progress_begin(BPEXT_PROGRESS_FLUSH, spec.total_buffers);
+	bpext_progress_set_target(spec.args.dbid, InvalidOid, NULL);
 	bpext_scan_run(&spec, &result);
+	bpext_progress_end();
 	PG_RETURN_INT64((int64) result.scanned);
 }

@@ -41,6 +41,7 @@
 
 #include "bpext.h"
 #include "prewarm.h"
+#include "progress.h"
 #include "scan_pool.h"
 #include "tier_io.h"
 #include "tier_map.h"
@@ -273,7 +274,10 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 	spec.ranges[0].units_per_task =
 		Max(1, bpext_scan_task_buffers / PREWARM_RUN_BLOCKS);
 	spec.total_buffers = spec.args.nblocks;
+	bpext_progress_begin(BPEXT_PROGRESS_PREWARM, spec.total_buffers);
+	bpext_progress_set_target(MyDatabaseId, relid, NULL);
 	bpext_scan_run(&spec, &result);
+	bpext_progress_end();
 
 	relation_close(rel, AccessShareLock);
 	PG_RETURN_INT64((int64) result.scanned);

@@ -33,6 +33,14 @@
  *	- A unit whose rows do not fit an empty output buffer is left to the
  *	  leader, which writes rows without going through one.
  *
+ * Aggregating scans (bpext_buffer_summary) emit no row per unit: each
+ * participant counts its task's units in memory of its own and emits the
+ * task's partial aggregates from end_task, so they are handed over with
+ * the task, all or nothing.  If they do not fit an empty output buffer,
+ * the task is given back to the leader, as an oversized unit is.  The
+ * leader merges partial rows in a sink of the caller's (spec->sink)
+ * instead of its tuplestore, and runs tasks itself: few rows reach it.
+ *
  * Locking protocol: ScanPool.mutex (a spinlock) covers the request slots
  * and the worker slots' pid/pgprocno; worker incarnations are atomics
  * read without it.  ScanShared.mutex covers a scan's task and output
@@ -75,7 +83,9 @@
 #include "buffer_ops.h"
 #include "descriptors.h"
 #include "prewarm.h"
+#include "progress.h"
 #include "scan_pool.h"
+#include "summary.h"
 #include "tier_map.h"
 #include "tier_scans.h"
 #include "wait_events.h"
@@ -98,6 +108,7 @@ typedef struct ScanOpDef
 	const char *name;
 	void		(*run_unit) (BpextScan *scan, uint64 unit);
 	void		(*end_task) (BpextScan *scan, bool completed);	/* or NULL */
+	bool		aggregates;		/* rows come from end_task only */
 } ScanOpDef;
 
 static const ScanOpDef scan_ops[BPEXT_SCAN_NUM_OPS] = {
@@ -107,6 +118,7 @@ static const ScanOpDef scan_ops[BPEXT_SCAN_NUM_OPS] = {
 	[BPEXT_SCAN_INVALIDATE] = {"InvalidatePages", bpext_invalidate_unit, NULL},
 	[BPEXT_SCAN_SHRINK] = {"ShrinkExtension", bpext_shrink_unit, NULL},
 	[BPEXT_SCAN_PREWARM] = {"PrewarmExtension", bpext_prewarm_unit, bpext_prewarm_end_task},
+	[BPEXT_SCAN_SUMMARY] = {"BufferSummary", bpext_summary_unit, bpext_summary_end_task, true},
 };
 
 /* Shared memory for the whole pool. */
@@ -194,6 +206,9 @@ typedef struct ScanShared
 	int			leader_pgprocno;
 	bool		client_leader;	/* led by a client backend */
 	pg_atomic_uint32 cancelled;
+	pg_atomic_uint64 units_run;	/* for bpext_progress: units run, counted
+								 * every UNITS_BETWEEN_COLLECTS (a unit run
+								 * again after a worker exits counts twice) */
 
 	Size		tupdesc_offset; /* 0 if the scan emits no rows */
 	Size		outbufs_offset;
@@ -203,6 +218,8 @@ typedef struct ScanShared
 	slock_t		mutex;
 	int			first_waiting;	/* no waiting task below this */
 	int			ndone;
+	uint64		nunits;			/* in all ranges */
+	uint64		total_buffers;	/* the spec's, for bpext_progress */
 	uint64		scanned;
 	uint64		iterated;
 	uint64		worker_mask;	/* pool workers that ran a task */
@@ -221,6 +238,8 @@ struct BpextScan
 
 	/* Rows: the leader's go to rsinfo, a worker's to its output buffer. */
 	ReturnSetInfo *rsinfo;
+	void		(*sink) (void *arg, Datum *values, bool *nulls);	/* or NULL */
+	void	   *sink_arg;
 	TupleTableSlot *slot;		/* leader: for copying workers' rows */
 	TupleDesc	desc;			/* worker: the rows' shape */
 	OutBuf	   *outbuf;
@@ -383,8 +402,11 @@ bpext_scan_emit(BpextScan *scan, Datum *values, bool *nulls)
 
 	if (scan->worker < 0)
 	{
-		tuplestore_putvalues(scan->rsinfo->setResult, scan->rsinfo->setDesc,
-							 values, nulls);
+		if (scan->sink)
+			scan->sink(scan->sink_arg, values, nulls);
+		else
+			tuplestore_putvalues(scan->rsinfo->setResult,
+								 scan->rsinfo->setDesc, values, nulls);
 		return;
 	}
 	if (scan->overflow)
@@ -611,7 +633,14 @@ consume_ready(BpextScan *scan)
 			MinimalTuple tuple = (MinimalTuple) ((char *) buf + OUTBUF_HEADER + off);
 
 			ExecStoreMinimalTuple(tuple, scan->slot, false);
-			tuplestore_puttupleslot(scan->rsinfo->setResult, scan->slot);
+			if (scan->sink)
+			{
+				slot_getallattrs(scan->slot);
+				scan->sink(scan->sink_arg, scan->slot->tts_values,
+						   scan->slot->tts_isnull);
+			}
+			else
+				tuplestore_puttupleslot(scan->rsinfo->setResult, scan->slot);
 			off += MAXALIGN(tuple->t_len);
 		}
 		ExecClearTuple(scan->slot);
@@ -658,6 +687,39 @@ task_delay(BpextScan *scan)
 }
 
 /*
+ * The leader reports the share of the units run as the share of the
+ * scan's pages done, if its caller shows the operation in bpext_progress.
+ */
+static void
+report_progress(ScanShared *shared)
+{
+	uint64		units_run;
+	uint64		worker_mask;
+
+	if (!bpext_progress_active() || shared->nunits == 0)
+		return;
+	units_run = Min(pg_atomic_read_u64(&shared->units_run), shared->nunits);
+	SpinLockAcquire(&shared->mutex);
+	worker_mask = shared->worker_mask;
+	SpinLockRelease(&shared->mutex);
+	bpext_progress_update((uint64) ((double) shared->total_buffers *
+									units_run / shared->nunits));
+	bpext_progress_set_workers(pg_popcount64(worker_mask));
+}
+
+/* Add the units run since the last call to the scan's count. */
+static void
+count_units_run(BpextScan *scan, uint64 *pending)
+{
+	if (*pending == 0)
+		return;
+	pg_atomic_fetch_add_u64(&scan->shared->units_run, *pending);
+	*pending = 0;
+	if (scan->worker < 0)
+		report_progress(scan->shared);
+}
+
+/*
  * Run the claimed task scan->task from unit start.  Returns false if the
  * scan was cancelled meanwhile (the task is then simply dropped: nobody
  * waits for it).
@@ -669,6 +731,7 @@ run_task(BpextScan *scan, uint64 start)
 	uint64		end = shared->tasks[scan->task].end;
 	bool		emits = shared->tupdesc_offset != 0;
 	uint64		unit;
+	uint64		pending = 0;
 
 	task_delay(scan);
 	for (unit = start; unit < end; unit++)
@@ -684,6 +747,8 @@ run_task(BpextScan *scan, uint64 start)
 				scan->def->end_task(scan, false);
 			return false;
 		}
+		if (pending >= UNITS_BETWEEN_COLLECTS)
+			count_units_run(scan, &pending);
 		/* The leader keeps the workers' buffers moving. */
 		if (scan->worker < 0 && emits &&
 			(unit - start) % UNITS_BETWEEN_COLLECTS == 0)
@@ -692,6 +757,7 @@ run_task(BpextScan *scan, uint64 start)
 			mark_used = scan->outbuf->used;
 
 		scan->def->run_unit(scan, unit);
+		pending++;
 
 		if (!scan->overflow)
 			continue;
@@ -711,8 +777,20 @@ run_task(BpextScan *scan, uint64 start)
 			return false;
 		unit--;
 	}
+	count_units_run(scan, &pending);
 	if (scan->def->end_task)
 		scan->def->end_task(scan, true);
+	if (scan->overflow)
+	{
+		/*
+		 * An aggregating task's rows did not fit an empty output buffer:
+		 * none was handed over, and the leader runs the whole task again.
+		 */
+		Assert(scan->def->aggregates && scan->worker >= 0);
+		scan->overflow = false;
+		give_back(scan, true);
+		return true;
+	}
 	hand_over(scan, end, true);
 	return true;
 }
@@ -768,6 +846,7 @@ reclaim_orphans(ScanShared *shared, uint32 *incarnations)
 	return found;
 }
 
+
 /* The leader's part: tasks, workers' rows, and waiting. */
 static void
 lead_scan(BpextScan *scan, double *wait_ms)
@@ -790,6 +869,7 @@ lead_scan(BpextScan *scan, double *wait_ms)
 		instr_time	after;
 
 		CHECK_FOR_INTERRUPTS();
+		report_progress(shared);
 		if (emits && consume_ready(scan))
 		{
 			INSTR_TIME_SET_CURRENT(last_progress);
@@ -815,7 +895,8 @@ lead_scan(BpextScan *scan, double *wait_ms)
 		 */
 		INSTR_TIME_SET_CURRENT(after);
 		INSTR_TIME_SUBTRACT(after, last_progress);
-		if (!emits || INSTR_TIME_GET_MILLISEC(after) >= SCAN_POLL_MS)
+		if (!emits || scan->def->aggregates ||
+			INSTR_TIME_GET_MILLISEC(after) >= SCAN_POLL_MS)
 		{
 			scan->task = claim_task(scan, &start);
 			if (scan->task >= 0)
@@ -876,6 +957,8 @@ init_shared(ScanShared *shared, const BpextScanSpec *spec, int ntasks)
 	shared->leader_pgprocno = BPEXT_MY_PROC_NUMBER();
 	shared->client_leader = MyBackendType == B_BACKEND;
 	pg_atomic_init_u32(&shared->cancelled, 0);
+	pg_atomic_init_u64(&shared->units_run, 0);
+	shared->total_buffers = spec->total_buffers;
 	SpinLockInit(&shared->mutex);
 	shared->ntasks = ntasks;
 	for (r = 0; r < spec->nranges; r++)
@@ -884,6 +967,7 @@ init_shared(ScanShared *shared, const BpextScanSpec *spec, int ntasks)
 		uint64		per_task = Max(range->units_per_task, 1);
 		uint64		end = first + range->nunits;
 
+		shared->nunits += range->nunits;
 		for (; first < end; first += per_task, t++)
 		{
 			ScanTask   *task = &shared->tasks[t];
@@ -1106,6 +1190,8 @@ bpext_scan_run(const BpextScanSpec *spec, BpextScanResult *result)
 	scan.worker = -1;
 	scan.task = -1;
 	scan.rsinfo = spec->rsinfo;
+	scan.sink = spec->sink;
+	scan.sink_arg = spec->sink_arg;
 	if (spec->rsinfo != NULL)
 		scan.slot = MakeSingleTupleTableSlot(spec->rsinfo->setDesc,
 											 &TTSOpsMinimalTuple);

@@ -24,6 +24,7 @@ typedef enum BpextScanOp
 	BPEXT_SCAN_INVALIDATE,		/* unlink dead tier slots */
 	BPEXT_SCAN_SHRINK,			/* empty the slots beyond a new tier size */
 	BPEXT_SCAN_PREWARM,			/* read a relation fork into the tier */
+	BPEXT_SCAN_SUMMARY,			/* count pages per relation fork */
 	BPEXT_SCAN_NUM_OPS
 } BpextScanOp;
 
@@ -70,6 +71,14 @@ typedef struct BpextScanSpec
 								 * nothing to act on */
 	const char *command;		/* the history's command, if not the
 								 * current statement's */
+
+	/*
+	 * Where the leader puts rows instead of rsinfo's tuplestore (which
+	 * still gives their shape): an aggregating scan merges the partial
+	 * rows of its tasks here.
+	 */
+	void		(*sink) (void *arg, Datum *values, bool *nulls);
+	void	   *sink_arg;
 } BpextScanSpec;
 
 /* The figures a scan reports, as bpext_scan_history shows them. */

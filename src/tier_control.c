@@ -37,6 +37,7 @@
 
 #include "bpext.h"
 #include "free_space.h"
+#include "progress.h"
 #include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -330,6 +331,7 @@ resize_tier(uint32 nslots)
 	BpextSpaceCheck space;
 	char		path_in_use[MAXPGPATH];
 	char		err[512];
+	bool		resized;
 
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
 	strlcpy(path_in_use, BpextCtl->path, sizeof(path_in_use));
@@ -349,9 +351,25 @@ resize_tier(uint32 nslots)
 		record_error(err);
 		return;
 	}
-	if (nslots < worker_nslots)
-		bpext_tier_shrink(worker_nslots, nslots);
-	if (!tier_file_resize(worker_fd, worker_nslots, nslots, err, sizeof(err)))
+
+	/* Pages: those emptied by a shrink, or those allocated by a growth. */
+	bpext_progress_begin(BPEXT_PROGRESS_RESIZE, nslots < worker_nslots ?
+						 worker_nslots - nslots : nslots - worker_nslots);
+	bpext_progress_set_target(InvalidOid, InvalidOid,
+							  nslots < worker_nslots ? "shrink" : "grow");
+	PG_TRY();
+	{
+		if (nslots < worker_nslots)
+			bpext_tier_shrink(worker_nslots, nslots);
+		resized = tier_file_resize(worker_fd, worker_nslots, nslots, err,
+								   sizeof(err));
+	}
+	PG_FINALLY();
+	{
+		bpext_progress_end();
+	}
+	PG_END_TRY();
+	if (!resized)
 	{
 		/* The old size still stands: growth failed before anything used it. */
 		if (nslots < worker_nslots)

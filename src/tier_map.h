@@ -101,6 +101,11 @@ extern void tier_map_foreach_piece(uint32 piece,
 extern void tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg),
 							 void *arg);
 extern Size tier_map_bytes_per_slot(void);
+extern void tier_map_count_slots(uint32 first, uint32 end,
+								 void (*fn) (const BpextRelFile *rfile,
+											 ForkNumber fork, uint64 pages,
+											 void *arg),
+								 void *arg);
 
 /* Warm restart (warm_restart.c, slot_directory.c). */
 extern bool tier_map_slot_entry(uint32 slot, SlotDirEntry *entry);

@@ -25,6 +25,7 @@
 #include "postgres.h"
 
 #include "bpext.h"
+#include "progress.h"
 #include "scan_pool.h"
 #include "tier_map.h"
 #include "tier_scans.h"
@@ -71,7 +72,17 @@ bpext_tier_sweep_dead(Oid dbid, const char *command)
 	spec.record_if_idle = OidIsValid(dbid);
 	spec.nranges = 1;
 	spec.total_buffers = bpext_scan_tier_range(&spec.ranges[0]);
-	bpext_scan_run(&spec, &result);
+	bpext_progress_begin(BPEXT_PROGRESS_SWEEP, spec.total_buffers);
+	bpext_progress_set_target(dbid, InvalidOid, command);
+	PG_TRY();
+	{
+		bpext_scan_run(&spec, &result);
+	}
+	PG_FINALLY();
+	{
+		bpext_progress_end();
+	}
+	PG_END_TRY();
 }
 
 /*

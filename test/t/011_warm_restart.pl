@@ -550,7 +550,7 @@ is($node->safe_psql('postgres', 'SELECT count(*), min(i), max(i) FROM w'),
 $node->stop;
 $node->adjust_conf('postgresql.conf', 'hot_standby', 'on');
 
-# --- the 1.0 -> 1.1 -> 1.2 update --------------------------------------------------------
+# --- the update from 1.0 to the latest --------------------------------------------------------
 $standby->safe_psql('postgres', q{
 	CREATE DATABASE upd;
 });
@@ -561,7 +561,7 @@ is( $standby->safe_psql('upd',
 $standby->safe_psql('upd', 'ALTER EXTENSION bpext UPDATE');
 is($standby->safe_psql('upd',
 		"SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
-	'1.2', 'updated to 1.2');
+	'1.3', 'updated to 1.3');
 is( $standby->safe_psql('upd',
 		'SELECT start_mode IS NOT NULL AND pages_reused >= 0 FROM bpext_configuration'),
 	't', '1.1: start_mode and pages_reused');
