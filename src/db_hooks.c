@@ -12,7 +12,20 @@
  * tier at once; ALTER DATABASE ... SET TABLESPACE is recognised in
  * ProcessUtility_hook (other ALTER DATABASE forms change no files).  In
  * every case the invalidation is repeated after the utility command has
- * finished, when the files are in their final state.  Invalidating twice
+ * finished, when the files are in their final state.
+ *
+ * ProcessUtility_hook is not enough for the move: an extension loaded
+ * after bpext may call standard_ProcessUtility without chaining to us.  So
+ * the move is also caught in the object-access hook: movedb (15 to 18)
+ * fires OAT_POST_ALTER on the database after copydir has written the new
+ * files and after updating its pg_database row, with no command counter
+ * increment in between, so the row seen through the catalog cache still
+ * has the old tablespace and the one seen with SnapshotSelf the new one.
+ * Only when they differ (RENAME, OWNER TO and the other ALTER DATABASE
+ * forms fire the same hook but move nothing) is the database invalidated
+ * there, and again at the end of movedb's transaction (a transaction
+ * callback, since our utility post-step may not run), which also asks the
+ * worker for the sweep.  Invalidating twice
  * costs a scan of the relation table; missing one would serve a stale
  * page.  On a standby the same file operations come from WAL replay: the
  * database resource manager's redo function is wrapped (RmgrTable is
@@ -28,6 +41,10 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
 #include "access/xlog_internal.h"
 #include "access/xlogreader.h"
 #include "catalog/objectaccess.h"
@@ -37,7 +54,10 @@
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "tcop/utility.h"
+#include "utils/fmgroids.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "bpext.h"
 #include "db_hooks.h"
@@ -51,6 +71,12 @@ static ProcessUtility_hook_type prev_ProcessUtility_hook = NULL;
 /* Databases touched by the utility command under way. */
 static List *touched_databases = NIL;
 
+/* The database our ProcessUtility_hook is moving, if any. */
+static Oid	utility_moving_db = InvalidOid;
+
+/* Databases moved without our ProcessUtility_hook, until transaction end. */
+static List *moved_databases = NIL;
+
 static void
 remember_database(Oid dbid)
 {
@@ -63,6 +89,40 @@ remember_database(Oid dbid)
 	}
 }
 
+/*
+ * Is the post-alter hook firing for movedb?  The catalog cache still shows
+ * the row as it was before the command (no command counter increment yet),
+ * SnapshotSelf shows the row as the command left it.
+ */
+static bool
+database_tablespace_changed(Oid dbid)
+{
+	HeapTuple	tuple;
+	Oid			before;
+	Oid			after = InvalidOid;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+
+	tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dbid));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	before = ((Form_pg_database) GETSTRUCT(tuple))->dattablespace;
+	ReleaseSysCache(tuple);
+
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_database_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(dbid));
+	scan = systable_beginscan(rel, DatabaseOidIndexId, true, SnapshotSelf,
+							  1, &key);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+		after = ((Form_pg_database) GETSTRUCT(tuple))->dattablespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	return OidIsValid(after) && after != before;
+}
+
 static void
 bpext_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 					int subId, void *arg)
@@ -72,11 +132,55 @@ bpext_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 
 	if (classId != DatabaseRelationId || BpextCtl == NULL)
 		return;
+
+	if (access == OAT_POST_ALTER)
+	{
+		if (!database_tablespace_changed(objectId))
+			return;
+		tier_map_invalidate_database(objectId);
+		if (objectId != utility_moving_db &&
+			!list_member_oid(moved_databases, objectId))
+		{
+			MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+			moved_databases = lappend_oid(moved_databases, objectId);
+			MemoryContextSwitchTo(old);
+		}
+		return;
+	}
 	if (access != OAT_POST_CREATE && access != OAT_DROP)
 		return;
 
 	tier_map_invalidate_database(objectId);
 	remember_database(objectId);
+}
+
+/*
+ * The end of the transaction that moved a database past our utility hook:
+ * its files are final (the old directory goes only after the commit, and
+ * nothing can copy its pages into the tier any more), invalidate again and
+ * have the worker give the dead slots back.
+ */
+static void
+bpext_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	if (moved_databases == NIL ||
+		(event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT))
+		return;
+	foreach(lc, moved_databases)
+	{
+		Oid			dbid = lfirst_oid(lc);
+
+		if (BpextCtl == NULL)
+			break;
+		tier_map_invalidate_database(dbid);
+		if (bpext_tier_enabled())
+			bpext_request_sweep(dbid, "ALTER DATABASE");
+	}
+	list_free(moved_databases);
+	moved_databases = NIL;
 }
 
 /* Is this ALTER DATABASE ... SET TABLESPACE (which moves files)? */
@@ -125,6 +229,7 @@ bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
 		{
 			tier_map_invalidate_database(removed_db);
 			remember_database(removed_db);
+			utility_moving_db = removed_db;
 		}
 	}
 	else if (BpextCtl != NULL && IsA(parsetree, DropdbStmt))
@@ -141,6 +246,7 @@ bpext_process_utility(PlannedStmt *pstmt, const char *queryString,
 	}
 	PG_FINALLY();
 	{
+		utility_moving_db = InvalidOid;
 		/* Files may have changed even if the command failed half-way. */
 		if (touched_databases != NIL && BpextCtl != NULL)
 			invalidate_touched_databases();
@@ -195,6 +301,7 @@ bpext_install_db_hooks(void)
 
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = bpext_object_access;
+	RegisterXactCallback(bpext_xact_callback, NULL);
 	prev_ProcessUtility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = bpext_process_utility;
 }

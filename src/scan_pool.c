@@ -779,7 +779,19 @@ run_task(BpextScan *scan, uint64 start)
 	}
 	count_units_run(scan, &pending);
 	if (scan->def->end_task)
+	{
+		/*
+		 * A cancelled leader may have released its relation lock while the
+		 * last unit ran: give up rather than finish on a relation that may
+		 * be truncating under us (end_task's work may outlive the lock).
+		 */
+		if (scan_cancelled(shared))
+		{
+			scan->def->end_task(scan, false);
+			return false;
+		}
 		scan->def->end_task(scan, true);
+	}
 	if (scan->overflow)
 	{
 		/*

@@ -8,15 +8,16 @@
  *	  per call) and smgr_wrap_vectored.c (17: vectors of blocks).
  *
  *	extend		invalidate the page, call mdextend
- *	truncate	invalidate the blocks going away, call mdtruncate
+ *	truncate	invalidate the blocks going away, call mdtruncate,
+ *				invalidate them again
  *	unlink		invalidate the fork (every fork for InvalidForkNumber),
- *				call mdunlink
+ *				call mdunlink, invalidate it again
  *	create		invalidate the fork, call mdcreate
  *
  * Invalidation happens before md touches the file, so a copy of the old
  * image can no longer be published by the time the new image exists, and
- * for writes and extends again afterwards, so that a copy taken while the
- * write was under way cannot be either (tier_map.c).  Temporary relations
+ * for writes, extends, truncations and unlinks again afterwards, so that a
+ * copy taken while md was at work cannot be either (tier_map.c).  Temporary relations
  * never involve the tier.  WAL replay goes through these same functions
  * (and db_hooks.c wraps the replay of database-wide file operations), so
  * a hot standby uses its tier as a primary does.
@@ -80,33 +81,51 @@ bpext_extend(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		tier_map_invalidate_block(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum);
 }
 
+/*
+ * Truncation and unlinking invalidate before md acts, so that no copy of a
+ * block going away survives it, and again after, as writes do: a copy
+ * whose ticket was taken in between (by a prewarm task of a scan whose
+ * leader has already let go of its lock) read the block while it still
+ * existed and could otherwise be published past the new end of the file.
+ */
 static void
 bpext_truncate(BPEXT_TRUNCATE_ARGS)
 {
-	if (bpext_smgr_tracks(reln))
+	bool		tracked = bpext_smgr_tracks(reln);
+
+	if (tracked)
 		tier_map_invalidate_from(&BPEXT_SMGR_RELFILE(reln), forknum, nblocks,
 								 BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks));
 	bpext_mdtruncate(reln, forknum, old_blocks, nblocks);
+	if (tracked)
+		tier_map_invalidate_from(&BPEXT_SMGR_RELFILE(reln), forknum, nblocks,
+								 BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks));
+}
+
+static void
+invalidate_unlinked(BpextRelFileBackend rlocator, ForkNumber forknum)
+{
+	ForkNumber	fork;
+
+	if (forknum != InvalidForkNumber)
+	{
+		tier_map_invalidate_fork(&BPEXT_BACKEND_RELFILE(rlocator), forknum);
+		return;
+	}
+	for (fork = 0; fork <= MAX_FORKNUM; fork++)
+		tier_map_invalidate_fork(&BPEXT_BACKEND_RELFILE(rlocator), fork);
 }
 
 static void
 bpext_unlink(BpextRelFileBackend rlocator, ForkNumber forknum, bool isRedo)
 {
-	if (BpextCtl != NULL && !BPEXT_BACKEND_IS_TEMP(rlocator))
-	{
-		if (forknum == InvalidForkNumber)
-		{
-			ForkNumber	fork;
+	bool		tracked = BpextCtl != NULL && !BPEXT_BACKEND_IS_TEMP(rlocator);
 
-			for (fork = 0; fork <= MAX_FORKNUM; fork++)
-				tier_map_invalidate_fork(&BPEXT_BACKEND_RELFILE(rlocator),
-										 fork);
-		}
-		else
-			tier_map_invalidate_fork(&BPEXT_BACKEND_RELFILE(rlocator),
-									 forknum);
-	}
+	if (tracked)
+		invalidate_unlinked(rlocator, forknum);
 	mdunlink(rlocator, forknum, isRedo);
+	if (tracked)
+		invalidate_unlinked(rlocator, forknum);
 }
 
 static void

@@ -8,7 +8,9 @@
  * can be mounted (no root, no usable /dev/fuse, no sudo), so a small tmpfs
  * or a FUSE file system that fails on request is out of reach.  Instead the
  * server is started with this library preloaded.  It watches the files
- * opened under one directory (BPEXT_FAULT_PREFIX, a path prefix) and, while
+ * opened under one directory (BPEXT_FAULT_PREFIX, a path prefix, or several
+ * separated by colons; PostgreSQL opens data files by paths relative to the
+ * data directory, such as base/) and, while
  * a control file exists in BPEXT_FAULT_CTL, fails their I/O the way a sick
  * or full disk does:
  *
@@ -28,6 +30,11 @@
  *					 through unhurt (to hold up a read in the middle of a
  *					 combined read rather than its first).
  *	write_sleep		 the same for pwrite()/pwritev()
+ *	truncate_sleep	 the same for ftruncate() and truncate() (md's
+ *					 truncation, and its unlink, which truncates first)
+ *
+ * A third number in a sleep fault's file, "ms N pid", limits it to the
+ * process with that pid.
  *
  * Every other file, and every process's other I/O, goes straight through.
  * Each injected failure is counted by appending one line to
@@ -54,8 +61,10 @@
 
 #define MAX_TRACKED_FD 65536
 
-static const char *fault_prefix;
-static size_t fault_prefix_len;
+#define MAX_PREFIXES 4
+
+static char *fault_prefix[MAX_PREFIXES];
+static int	fault_nprefixes;
 static const char *fault_ctl;
 static unsigned char tracked[MAX_TRACKED_FD];
 
@@ -74,6 +83,10 @@ static ssize_t (*real_pwritev64) (int, const struct iovec *, int, off_t);
 static int	(*real_posix_fallocate) (int, off_t, off_t);
 static int	(*real_posix_fallocate64) (int, off_t, off_t);
 static int	(*real_fallocate) (int, int, off_t, off_t);
+static int	(*real_ftruncate) (int, off_t);
+static int	(*real_ftruncate64) (int, off_t);
+static int	(*real_truncate) (const char *, off_t);
+static int	(*real_truncate64) (const char *, off_t);
 
 #define RESOLVE(name) \
 	do { if (real_##name == NULL) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
@@ -86,13 +99,30 @@ fault_init(void)
 	 * Copies: the postmaster reuses the memory of the original environment
 	 * for its process title (ps_status.c).
 	 */
-	fault_prefix = getenv("BPEXT_FAULT_PREFIX");
+	const char *prefixes = getenv("BPEXT_FAULT_PREFIX");
+	char	   *copy;
+	char	   *p;
+	char	   *save = NULL;
+
 	fault_ctl = getenv("BPEXT_FAULT_CTL");
-	fault_prefix = fault_prefix ? strdup(fault_prefix) : NULL;
 	fault_ctl = fault_ctl ? strdup(fault_ctl) : NULL;
-	if (fault_prefix != NULL && fault_prefix[0] == '\0')
-		fault_prefix = NULL;
-	fault_prefix_len = fault_prefix ? strlen(fault_prefix) : 0;
+	if (prefixes == NULL || (copy = strdup(prefixes)) == NULL)
+		return;
+	for (p = strtok_r(copy, ":", &save);
+		 p != NULL && fault_nprefixes < MAX_PREFIXES;
+		 p = strtok_r(NULL, ":", &save))
+		fault_prefix[fault_nprefixes++] = p;
+}
+
+static int
+path_tracked(const char *path)
+{
+	int			i;
+
+	for (i = 0; i < fault_nprefixes && path != NULL; i++)
+		if (strncmp(path, fault_prefix[i], strlen(fault_prefix[i])) == 0)
+			return 1;
+	return 0;
 }
 
 static void
@@ -100,8 +130,7 @@ track(int fd, const char *path)
 {
 	if (fd < 0 || fd >= MAX_TRACKED_FD)
 		return;
-	tracked[fd] = (fault_prefix != NULL && path != NULL &&
-				   strncmp(path, fault_prefix, fault_prefix_len) == 0);
+	tracked[fd] = path_tracked(path);
 }
 
 static int
@@ -245,6 +274,7 @@ close(int fd)
 /* This process's calls to each sleep fault while it was on. */
 static long read_sleep_calls;
 static long write_sleep_calls;
+static long truncate_sleep_calls;
 
 /*
  * If the fault called name is on, block for the milliseconds its control
@@ -252,18 +282,19 @@ static long write_sleep_calls;
  * through, counted in *calls_seen.
  */
 static void
-sleep_fault(const char *name, int fd, long *calls_seen)
+sleep_fault_on(int file_tracked, const char *name, int fd, long *calls_seen)
 {
 	char		path[4096];
 	char		text[32];
 	long		ms = 10000;
 	long		unhurt_calls = 0;
+	long		only_pid = 0;
 	int			cfd;
 	ssize_t		n;
 	struct timespec until;
 	int			save_errno = errno;
 
-	if (!is_tracked(fd) || fault_ctl == NULL)
+	if (!file_tracked || fault_ctl == NULL)
 		return;
 	snprintf(path, sizeof(path), "%s/%s", fault_ctl, name);
 	RESOLVE(open);
@@ -281,9 +312,15 @@ sleep_fault(const char *name, int fd, long *calls_seen)
 
 		text[n] = '\0';
 		ms = strtol(text, &end, 10);
-		unhurt_calls = strtol(end, NULL, 10);
+		unhurt_calls = strtol(end, &end, 10);
+		only_pid = strtol(end, NULL, 10);
 	}
 	real_close(cfd);
+	if (only_pid != 0 && only_pid != (long) getpid())
+	{
+		errno = save_errno;
+		return;
+	}
 	if ((*calls_seen)++ < unhurt_calls || !fault_on(name, fd))
 	{
 		errno = save_errno;
@@ -300,6 +337,12 @@ sleep_fault(const char *name, int fd, long *calls_seen)
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
 		;
 	errno = save_errno;
+}
+
+static void
+sleep_fault(const char *name, int fd, long *calls_seen)
+{
+	sleep_fault_on(is_tracked(fd), name, fd, calls_seen);
 }
 
 static ssize_t
@@ -444,4 +487,39 @@ fallocate(int fd, int mode, off_t offset, off_t len)
 		return -1;
 	}
 	return real_fallocate(fd, mode, offset, len);
+}
+
+int
+ftruncate(int fd, off_t length)
+{
+	RESOLVE(ftruncate);
+	sleep_fault("truncate_sleep", fd, &truncate_sleep_calls);
+	return real_ftruncate(fd, length);
+}
+
+int
+ftruncate64(int fd, off_t length)
+{
+	RESOLVE(ftruncate64);
+	sleep_fault("truncate_sleep", fd, &truncate_sleep_calls);
+	return real_ftruncate64(fd, length);
+}
+
+/* md truncates the first segment of an unlinked fork by name. */
+int
+truncate(const char *path, off_t length)
+{
+	RESOLVE(truncate);
+	sleep_fault_on(path_tracked(path), "truncate_sleep", -1,
+				   &truncate_sleep_calls);
+	return real_truncate(path, length);
+}
+
+int
+truncate64(const char *path, off_t length)
+{
+	RESOLVE(truncate64);
+	sleep_fault_on(path_tracked(path), "truncate_sleep", -1,
+				   &truncate_sleep_calls);
+	return real_truncate64(path, length);
 }

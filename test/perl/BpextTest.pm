@@ -860,7 +860,7 @@ sub bpext_start_with_faults
 =item bpext_fault(node, name, on [, content])
 
 Switch the fault name (read_eio, write_eio, write_enospc, write_short,
-fallocate_enospc, read_sleep, write_sleep) on or off.  content goes into
+fallocate_enospc, read_sleep, write_sleep, truncate_sleep) on or off.  content goes into
 the control file: the milliseconds to block for the *_sleep faults.
 
 =cut
