@@ -329,7 +329,7 @@ cmd_dist() {
     git -C "$src" archive --format=zip --prefix="bpext-$version/" -o "$zip" HEAD
     # What building, installing and testing needs; no build or test output.
     pg_config=${PG_CONFIG:-pg_config}
-    for f in Makefile bpext.control META.json README.md test/regress.conf \
+    for f in Makefile bpext.control META.json README.md LICENSE test/regress.conf \
             $(mkvar DATA) $(mkvar OBJS | sed 's/\.o\b/.c/g') \
             $(cd "$src" && ls sql/*.sql expected/*.out); do
         unzip -l "$zip" "bpext-$version/$f" >/dev/null 2>&1 || missing+=("$f")
