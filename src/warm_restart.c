@@ -83,6 +83,7 @@
 
 #include "bpext.h"
 #include "postmaster_io.h"
+#include "progress.h"
 #include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -999,6 +1000,8 @@ bpext_warm_begin_load(int fd)
 	}
 	Warm->loading = true;
 	Warm->next_chunk = 0;
+	/* In bpext_progress, as the tier's slots gone through. */
+	bpext_progress_begin(BPEXT_PROGRESS_WARM_LOAD, slot_directory_nslots());
 	Warm->map_epoch = pg_atomic_read_u32(&BpextCtl->map_epoch);
 	Warm->file_incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
 	Warm->load_started = GetCurrentTimestamp();
@@ -1019,6 +1022,7 @@ finish_load(void)
 			 reused < Warm->npages ?
 			 errdetail("The others were written, truncated or dropped after the server started, or were dead copies the tier had not yet swept.") : 0));
 	Warm->loading = false;
+	bpext_progress_end();
 	tier_map_warm_release_holds();
 }
 
@@ -1086,6 +1090,8 @@ bpext_warm_load_step(int fd)
 	}
 	Warm->next_chunk += nchunks;
 	pg_atomic_fetch_add_u64(&Warm->pages_reused, published);
+	bpext_progress_update(Min((uint64) Warm->next_chunk * TIER_DIR_ENTRIES_PER_CHUNK,
+							  slot_directory_nslots()));
 	return true;
 }
 
@@ -1109,7 +1115,10 @@ bpext_warm_abandon(const char *why, bool pages_stay)
 	 * not stay valid on disk.
 	 */
 	if (Warm->loading)
+	{
 		slot_directory_mark_all_dirty(Warm->next_chunk);
+		bpext_progress_end();
+	}
 	Warm->loading = false;
 	tier_map_warm_release_holds();
 	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
