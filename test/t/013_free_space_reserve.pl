@@ -42,6 +42,13 @@ sub fs_of
 	return (int($f[1] / 1024), int($f[3] / 1024));
 }
 
+# The MB the messages give: the file's bytes (slots and slot directory),
+# rounded up, as src/free_space.c rounds what a growth takes.
+sub mb_up { my ($bytes) = @_; return int(($bytes + 1024 * 1024 - 1) / (1024 * 1024)); }
+my $growth64 = mb_up(bpext_tier_file_bytes(64));
+my $held64 = int(bpext_tier_file_bytes(64) / (1024 * 1024));
+my $growth128 = mb_up(bpext_tier_file_bytes(128) - bpext_tier_file_bytes(64));
+
 my ($fs_mb, $free_mb) = fs_of($node->data_dir);
 note("data directory's file system: $fs_mb MB, $free_mb MB free");
 my ($tier_fs_mb) = fs_of($node->basedir);
@@ -108,7 +115,7 @@ like($err,
 	qr/ERROR:  53100: bpext could not enable the tier: a tier file of 64 MB at "\Q$path\E" would leave less than bpext.min_free_space free on the file system it shares with the data directory/,
 	'enable above the reserve: message names the file, the size and the data directory');
 like($err,
-	qr/DETAIL:  That file system has \d+ MB free\. The tier file holds 0 MB there now and would take 64 MB more for the 64 MB asked, and bpext.min_free_space \(100%\) keeps \d+ MB free\./,
+	qr/DETAIL:  That file system has \d+ MB free\. The tier file holds 0 MB there now and would take $growth64 MB more for the 64 MB asked, and bpext.min_free_space \(100%\) keeps \d+ MB free\./,
 	'enable above the reserve: detail gives free space, size and reserve');
 like($err,
 	qr/HINT:  Choose a smaller size, put the tier file on a file system that holds none of the cluster's files \(data directory, pg_wal, tablespaces\), or lower bpext.min_free_space\./,
@@ -130,7 +137,7 @@ set_reserve('0');
 is($node->safe_psql('postgres', "SELECT bpext_enable('$path', '64MB')"),
 	'BUFFER POOL EXTENSION ENABLED', 'no reserve: enable works');
 is(tier_state(), '5 65536', 'no reserve: 64 MB tier');
-is(bpext_file_size($path), 64 * 1024 * 1024, 'no reserve: file on disk');
+is(bpext_file_size($path), bpext_tier_file_bytes(64), 'no reserve: file on disk');
 
 # --- bpext_resize() refused; only the growth counts -------------------------
 set_reserve('100%');
@@ -138,10 +145,10 @@ $err = fails("SELECT bpext_resize('128MB')", 'resize above the reserve');
 like($err,
 	qr/ERROR:  53100: bpext could not resize the tier: a tier file of 128 MB at "\Q$path\E" would leave less than bpext.min_free_space free/,
 	'resize above the reserve: message');
-like($err, qr/The tier file holds 64 MB there now and would take 64 MB more for the 128 MB asked/,
+like($err, qr/The tier file holds $held64 MB there now and would take $growth128 MB more for the 128 MB asked/,
 	'resize above the reserve: only the growth counts');
 is(tier_state(), '5 65536', 'resize above the reserve: size unchanged');
-is(bpext_file_size($path), 64 * 1024 * 1024,
+is(bpext_file_size($path), bpext_tier_file_bytes(64),
 	'resize above the reserve: file unchanged');
 like(slurp_file($auto_conf), qr/bpext.size = '64MB'/,
 	'resize above the reserve: postgresql.auto.conf unchanged');
@@ -170,7 +177,7 @@ is("$cfg->{state} $cfg->{current_size_in_kb}", '5 32768',
 	'reload above the reserve: tier enabled at its old size');
 like($cfg->{last_error}, qr/would leave less than bpext.min_free_space free/,
 	'reload above the reserve: last_error says why');
-is(bpext_file_size($path), 32 * 1024 * 1024,
+is(bpext_file_size($path), bpext_tier_file_bytes(32),
 	'reload above the reserve: file unchanged');
 is($node->safe_psql('postgres', 'SELECT 1'), '1',
 	'reload above the reserve: the server works');
@@ -251,7 +258,7 @@ SKIP:
 		'BUFFER POOL EXTENSION ENABLED',
 		'a file system without cluster files: enabled whatever the reserve');
 	is(tier_state(), '5 65536', 'tier on its own file system: 64 MB');
-	is(bpext_file_size("$own/bpext.tier"), 64 * 1024 * 1024,
+	is(bpext_file_size("$own/bpext.tier"), bpext_tier_file_bytes(64),
 		'tier on its own file system: file on disk');
 
 	# Once a tablespace lives there, the file system needs its reserve.
