@@ -15,6 +15,7 @@ OBJS = \
 	src/progress.o \
 	src/scan_pool.o \
 	src/settings.o \
+	src/sizing.o \
 	src/slot_directory.o \
 	src/smgr_wrap.o \
 	src/smgr_wrap_block.o \

@@ -84,3 +84,52 @@ REVOKE ALL ON FUNCTION bpext_progress_1_3() FROM PUBLIC;
 REVOKE ALL ON bpext_progress FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION bpext_progress_1_3() TO pg_monitor;
 GRANT SELECT ON bpext_progress TO pg_monitor;
+
+-- The tier sizing advisor (src/sizing.c): the estimated tier hit ratio at
+-- every size, from a sampled reuse-distance histogram of the shared-buffer
+-- misses since the last bpext_sizing_reset() (or server start).  It works
+-- with the tier off.
+CREATE FUNCTION bpext_sizing_1_3(
+    OUT tier_pages bigint,
+    OUT tier_bytes bigint,
+    OUT hit_ratio double precision,
+    OUT reads_saved_per_second double precision,
+    OUT map_bytes bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'bpext_sizing_1_3'
+LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
+CREATE VIEW bpext_sizing AS
+    SELECT tier_pages, tier_bytes, pg_size_pretty(tier_bytes) AS tier_size,
+           hit_ratio, reads_saved_per_second, map_bytes
+      FROM bpext_sizing_1_3();
+
+CREATE FUNCTION bpext_sizing_window_1_3(
+    OUT since timestamptz,
+    OUT seconds double precision,
+    OUT misses double precision,
+    OUT misses_per_second double precision,
+    OUT first_reference_ratio double precision,
+    OUT pages_touched bigint,
+    OUT sample_rate double precision,
+    OUT sampled_misses bigint,
+    OUT sampled_pages bigint,
+    OUT sample_capacity bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'bpext_sizing_window_1_3'
+LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
+
+CREATE VIEW bpext_sizing_window AS
+    SELECT * FROM bpext_sizing_window_1_3();
+
+CREATE FUNCTION bpext_sizing_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'bpext_sizing_reset'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION bpext_sizing_1_3(), bpext_sizing_window_1_3() FROM PUBLIC;
+REVOKE ALL ON bpext_sizing, bpext_sizing_window FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION bpext_sizing_1_3(), bpext_sizing_window_1_3() TO pg_monitor;
+GRANT SELECT ON bpext_sizing, bpext_sizing_window TO pg_monitor;
+-- Resetting is for superusers, as bpext_stats_reset().
+REVOKE ALL ON FUNCTION bpext_sizing_reset() FROM PUBLIC;

@@ -113,6 +113,7 @@ CREATE ROLE bpext_nobody;
 CREATE ROLE bpext_watcher IN ROLE pg_monitor;
 SET ROLE bpext_nobody;
 SELECT state FROM bpext_configuration;
+SELECT count(*) FROM bpext_sizing;
 SELECT bpext_disable();
 SET ROLE bpext_watcher;
 SELECT state, state_description FROM bpext_configuration;
@@ -120,6 +121,9 @@ SELECT crc_failures FROM bpext_stats;
 SELECT count(*) >= 0 AS readable FROM bpext_buffer_descriptors;
 SELECT count(*) > 0 AS readable FROM bpext_buffer_summary;
 SELECT count(*) > 0 AS readable FROM bpext_database_buffers;
+SELECT count(*) > 0 AS readable FROM bpext_sizing;
+SELECT count(*) AS readable FROM bpext_sizing_window;
+SELECT bpext_sizing_reset();
 SELECT bpext_stats_reset();
 SELECT bpext_enable();
 SELECT bpext_resize('20MB');
@@ -139,3 +143,25 @@ SELECT count(*) > 0 AS some_ram, sum(ssd_pages) AS ssd_pages,
 SELECT bpext_enable(size => '32MB');
 SELECT state_description FROM bpext_configuration;
 SELECT count(*), sum(length(filler)) FROM prewarm_me;
+
+-- The sizing advisor's curve: a doubling series of tier sizes from an
+-- eighth of shared_buffers (16MB here) with the current tier's size in
+-- it, hit ratios that never go down, and the map's 32 bytes a page.
+SELECT min(tier_pages) AS first_row,
+       bool_and(hit_ratio BETWEEN 0 AND 1) AS ratios,
+       bool_and(reads_saved_per_second >= 0) AS savings,
+       bool_or(tier_pages = (SELECT current_size_in_kb / 8 - 1
+                               FROM bpext_configuration)) AS current_tier_row
+  FROM bpext_sizing;
+SELECT bool_and(hit_ratio >= prev_ratio) AS monotone,
+       bool_and(tier_pages > prev_pages) AS increasing,
+       bool_and(map_bytes BETWEEN 30 * tier_pages AND 40 * tier_pages)
+         FILTER (WHERE tier_pages >= 65536) AS map_32_bytes_a_page
+  FROM (SELECT tier_pages, hit_ratio, map_bytes,
+               lag(hit_ratio, 1, 0.0) OVER w AS prev_ratio,
+               lag(tier_pages, 1, 0::bigint) OVER w AS prev_pages
+          FROM bpext_sizing WINDOW w AS (ORDER BY tier_pages)) s;
+SELECT bpext_sizing_reset();
+SELECT seconds < 60 AS new_window, abs(sample_rate - 0.01) < 1e-6 AS default_rate,
+       sample_capacity > 50000 AS four_mb_budget
+  FROM bpext_sizing_window;

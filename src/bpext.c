@@ -38,6 +38,7 @@
 #include "io_watch.h"
 #include "progress.h"
 #include "scan_pool.h"
+#include "sizing.h"
 #include "slot_directory.h"
 #include "smgr_wrap.h"
 #include "stats.h"
@@ -75,6 +76,7 @@ bpext_shmem_size(void)
 	size = add_size(size, bpext_scan_pool_shmem_size());
 	size = add_size(size, bpext_warm_shmem_size());
 	size = add_size(size, bpext_progress_shmem_size());
+	size = add_size(size, bpext_sizing_shmem_size());
 	return size;
 }
 
@@ -86,6 +88,7 @@ bpext_shmem_request(void)
 	RequestAddinShmemSpace(bpext_shmem_size());
 	RequestNamedLWLockTranche("bpext", tier_map_lwlock_count() + 1);
 	RequestNamedLWLockTranche("bpext scan pool", 1);
+	RequestNamedLWLockTranche("bpext sizing", 1);
 }
 
 static void
@@ -119,6 +122,7 @@ bpext_shmem_startup(void)
 	bpext_scan_pool_shmem_init(found);
 	bpext_warm_shmem_init(found);
 	bpext_progress_shmem_init(found);
+	bpext_sizing_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 
 	bpext_register_wait_events();

@@ -23,6 +23,7 @@
 
 #include "bpext.h"
 #include "scan_pool.h"
+#include "sizing.h"
 
 BpextControl *BpextCtl = NULL;
 
@@ -44,6 +45,10 @@ bool		bpext_parallel_scan = true;
 int			bpext_scan_task_buffers = 16384;
 int			bpext_log_scan_min_duration_ms = 10000;
 int			bpext_scan_task_delay_ms = 0;
+
+bool		bpext_sizing = true;
+int			bpext_sizing_memory_kb = 4096;
+double		bpext_sizing_sample_rate = 0.01;
 
 static const struct config_enum_entry write_policy_options[] = {
 	{"invalidate", BPEXT_WRITE_INVALIDATE, false},
@@ -357,6 +362,35 @@ bpext_define_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bpext.sizing",
+							 "Feed the tier sizing advisor (the bpext_sizing view) with the shared-buffer miss stream.",
+							 "It works with the tier off too; see the README on reading the curve.",
+							 &bpext_sizing,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.sizing_memory",
+							"Shared memory for the tier sizing advisor's sample; 0 turns the advisor off.",
+							"About 56 bytes per sampled page: when the sample fills it, the advisor samples fewer pages.",
+							&bpext_sizing_memory_kb,
+							4096,
+							0, 1024 * 1024,
+							PGC_POSTMASTER,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("bpext.sizing_sample_rate",
+							 "Fraction of pages the tier sizing advisor samples when its curve starts.",
+							 "Takes effect at server start and at bpext_sizing_reset(); the advisor lowers it when bpext.sizing_memory fills.",
+							 &bpext_sizing_sample_rate,
+							 0.01,
+							 0.0001, 1.0,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("bpext");
 }

@@ -111,6 +111,7 @@
 #include "storage/fd.h"
 
 #include "descriptors.h"
+#include "sizing.h"
 #include "tier_io.h"
 #include "tier_map.h"
 
@@ -207,6 +208,7 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	BlockNumber nserved = 0;
 
+	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (bpext_smgr_serves(reln) && completion_fd >= 0)
 	{
 		while (nserved < nblocks)

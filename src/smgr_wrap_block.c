@@ -28,6 +28,7 @@
 #include "portability/instr_time.h"
 
 #include "descriptors.h"
+#include "sizing.h"
 #include "tier_io.h"
 #include "tier_map.h"
 
@@ -54,6 +55,7 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	instr_time	start;
 	uint64		read_us;
 
+	bpext_sizing_note_read(reln, forknum, blocknum, 1);
 	if (!bpext_smgr_serves(reln))
 	{
 		INSTR_TIME_SET_CURRENT(start);
@@ -113,6 +115,7 @@ bpext_write(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	char	   *image;
 
+	bpext_sizing_note_write(reln, forknum, blocknum, 1);
 	if (!bpext_smgr_tracks(reln))
 	{
 		mdwrite(reln, forknum, blocknum, buffer, skipFsync);

@@ -46,6 +46,7 @@
 #include "portability/instr_time.h"
 
 #include "descriptors.h"
+#include "sizing.h"
 #include "tier_io.h"
 #include "tier_map.h"
 
@@ -172,6 +173,7 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	bool		admit = bpext_admission == BPEXT_ADMIT_READ;
 	BlockNumber i = 0;
 
+	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (!bpext_smgr_serves(reln))
 	{
 		bpext_read_from_data_file(reln, forknum, blocknum, buffers, nblocks,
@@ -211,6 +213,7 @@ bpext_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	char	   *image;
 	const void *images[1];
 
+	bpext_sizing_note_write(reln, forknum, blocknum, nblocks);
 	if (!bpext_smgr_tracks(reln))
 	{
 		mdwritev(reln, forknum, blocknum, buffers, nblocks, skipFsync);

@@ -72,6 +72,8 @@ Usage: $0 [options]
   --results DIR          where results go (default test/bench/results/instructions-<time>)
   --read-path            shared-buffer misses: 16MB of shared buffers, select-only,
                          no bpext / tier off / 1MB tier (misses) / whole-dataset tier (hits)
+  --configs LIST         the configurations to run, of none, off, off-nosizing (tier off,
+                         bpext.sizing = off), on, miss, hit (default: all of the mode's)
 EOF
 }
 
@@ -83,6 +85,7 @@ while [ $# -gt 0 ]; do
         --port) PORT=$2; shift 2 ;;
         --results) RESULTS=$2; shift 2 ;;
         --read-path) READ_PATH=1; shift ;;
+        --configs) CONFIGS_ARG=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
     esac
@@ -92,6 +95,7 @@ if [ "$READ_PATH" = 1 ]; then
     CONFIGS="none off miss hit"
     WORKLOADS=select
 fi
+CONFIGS=${CONFIGS_ARG:-$CONFIGS}
 read -r N1 N2 <<< "$TRANSACTIONS"
 [[ $N1 =~ ^[0-9]+$ && $N2 =~ ^[0-9]+$ && $N2 -gt $N1 ]] ||
     { echo "instructions: --transactions needs two counts, the second larger" >&2; exit 2; }
@@ -159,6 +163,8 @@ start_config() {   # name
         none) : > "$DATA/bench.conf" ;;
         off) printf '%s\n' "shared_preload_libraries = 'bpext'" "bpext.max_size = 512MB" \
                  "bpext.size = 0" > "$DATA/bench.conf" ;;
+        off-nosizing) printf '%s\n' "shared_preload_libraries = 'bpext'" "bpext.max_size = 512MB" \
+                 "bpext.size = 0" "bpext.sizing = off" > "$DATA/bench.conf" ;;
         on|hit|miss)
             rm -f "$WORK/tier"
             printf '%s\n' "shared_preload_libraries = 'bpext'" "bpext.max_size = 512MB" \

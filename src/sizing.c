@@ -1,0 +1,702 @@
+/*-------------------------------------------------------------------------
+ *
+ * sizing.c
+ *	  The tier sizing advisor: how many shared-buffer misses a tier of each
+ *	  size would serve, estimated from the miss stream alone, so that the
+ *	  curve exists before the SSD does (it works with bpext.size = 0).
+ *
+ * Method: SHARDS (Waldspurger et al., "Efficient MRC Construction with
+ * SHARDS", FAST 2015), fixed-size variant.  A page is sampled when a hash
+ * of its identity is at most a threshold T (rate R = (T + 1) / 2^32).  For
+ * the sampled pages only, we keep their order of last reference: an entry
+ * per page (hash table) holding a logical time stamp, and a Fenwick tree
+ * over the stamps.  On a sampled miss, the number of sampled pages
+ * referenced since the page's last reference (its reuse, or stack,
+ * distance among the sampled pages), divided by R, estimates the number
+ * of distinct pages referenced in between; the miss is added to a
+ * histogram of those distances with weight 1/R.  A miss with distance d is
+ * a tier hit for every tier of more than d pages; the hit ratio at size S
+ * is the weight below S over the total weight.  Because sampling is by
+ * page identity, every reuse of a sampled page is seen, and the distances
+ * are unbiased; the error is that of estimating a count from a 1-in-1/R
+ * sample, about 1/sqrt(d R) relative.
+ *
+ * Fixed memory (bpext.sizing_memory): when the entries run out, the
+ * threshold is lowered by an eighth and the entries whose hash is now
+ * above it are dropped, so that the stack still holds exactly the pages a
+ * sample at the new rate would hold (SHARDS-adj lowers T to the largest
+ * sampled hash; lowering in steps does the same work less often).  Each
+ * miss is weighted with the rate in force when it was counted, so the
+ * histogram stays an estimate of the whole stream across changes of rate.
+ * bpext.sizing_sample_rate is the rate a curve starts with (at server
+ * start and at bpext_sizing_reset()); the budget only ever lowers it.
+ *
+ * What is modelled, and why it is close enough to the tier's real policy:
+ *
+ *	- The reference stream is every shared-buffer miss (whether the tier
+ *	  serves it or not: the wrappers see both) and every data-file write.
+ *	  A page enters the tier when it leaves shared buffers (the eviction
+ *	  push), when it is written (dual write), or when it is read
+ *	  (bpext.admission = read), and stays in it when it is served.  So a
+ *	  page referenced by a miss is, from then on, either in the tier or in
+ *	  shared buffers on its way to the tier; the model counts it as
+ *	  occupying the tier from its miss on.  This overstates the tier's
+ *	  occupancy by the pages missed and still in shared buffers (at most
+ *	  shared_buffers of them), and dates a page's admission to its miss
+ *	  rather than to its eviction: for pages that stay long in shared
+ *	  buffers the predicted hit ratio is low (conservative).  The pushes
+ *	  themselves are not fed in: with the tier off there are none, and the
+ *	  curve must mean the same thing before and after the SSD exists.
+ *	- A write re-admits the page (dual write stores it; under
+ *	  write_policy = invalidate the clean page is pushed when it is
+ *	  evicted).  A dirty page written by the backend that evicts it, under
+ *	  invalidate, is not in the tier afterwards but counts as in it here.
+ *	- Replacement: the tier's CLOCK with usage counts (tier_map.c
+ *	  tier_map_alloc_slot: bumped by hits, up to 3) approximates LRU, as
+ *	  PostgreSQL's own clock sweep does; the stack distance is the LRU
+ *	  answer.  How far CLOCK differs on the bench's workloads is measured
+ *	  in the README's accuracy table (or said there not to be yet).
+ *	- Not modelled: pages read through ring strategies (big sequential
+ *	  scans, VACUUM) never meet the clock hand and are not pushed under
+ *	  admission = evict, but count here as admitted; pages of dropped or
+ *	  truncated relations keep their place in the stack until they age
+ *	  out; synchronous relation copies (ALTER TABLE SET TABLESPACE, CREATE
+ *	  DATABASE) count as misses.
+ *
+ * Cost.  A page not sampled costs the caller one hash and one compare
+ * against the threshold (sizing.h), with no lock and no shared write.  A
+ * sampled page takes the advisor's LWLock exclusive for a hash lookup and
+ * two Fenwick walks (log2 of twice the entry count, 18 steps at the
+ * default 4 MB).  Now and then, with the lock held, the stamps are
+ * renumbered (every `capacity` sampled references, linear in the entries)
+ * or the threshold is lowered (linear too).  Nothing here allocates,
+ * raises an error, or waits for anything but that lock.
+ *
+ * Locking protocol.
+ *	- threshold is an atomic, read without a lock by every miss; it is
+ *	  written only under the lock (lowered, or reset).  A reader that saw
+ *	  an old, higher value re-checks under the lock and drops the page.
+ *	- Everything else (entries, hash chains, stamps, Fenwick tree,
+ *	  histogram, window start) is read and written under the lock, by the
+ *	  sampled path, the views and bpext_sizing_reset().
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "bpext.h"
+#include "sizing.h"
+#include "tier_map.h"
+
+PG_FUNCTION_INFO_V1(bpext_sizing_1_3);
+PG_FUNCTION_INFO_V1(bpext_sizing_window_1_3);
+PG_FUNCTION_INFO_V1(bpext_sizing_reset);
+
+#define SIZING_NONE			PG_UINT32_MAX
+
+/*
+ * Histogram of scaled reuse distances, in pages: exact below 16, then 16
+ * buckets per power of two (6% wide), up to 2^52 pages.
+ */
+#define SIZING_SUB_BITS		4
+#define SIZING_SUB			(1 << SIZING_SUB_BITS)
+#define SIZING_MAX_LOG2		52
+#define SIZING_NBUCKETS		(SIZING_SUB + (SIZING_MAX_LOG2 - SIZING_SUB_BITS) * SIZING_SUB)
+
+/* Rows of bpext_sizing: a doubling series cannot have more. */
+#define SIZING_MAX_ROWS		128
+
+/* Shared memory per sampled page: entry, bucket, stamp owner and tree. */
+#define SIZING_BYTES_PER_ENTRY	(sizeof(SizingEntry) + 2 * sizeof(uint32) + \
+								 2 * 2 * sizeof(uint32))
+
+typedef struct SizingEntry
+{
+	BpextRelFile rfile;
+	int32		fork;
+	BlockNumber block;
+	uint32		hash;
+	uint32		stamp;			/* time of last reference, 1-based */
+	uint32		next;			/* hash chain, or free list */
+} SizingEntry;
+
+typedef struct SizingShared
+{
+	/* Read by every miss: on a cache line of its own. */
+	union
+	{
+		pg_atomic_uint32 value;
+		char		pad[PG_CACHE_LINE_SIZE];
+	}			threshold;
+
+	/* Everything below is under lock. */
+	LWLock	   *lock;
+	uint32		capacity;		/* entries */
+	uint32		nstamps;		/* 2 * capacity */
+	uint32		nbuckets;		/* power of two */
+	uint32		nentries;
+	uint32		free_head;
+	uint32		next_stamp;		/* 1-based */
+	TimestampTz window_start;
+	uint64		sampled_misses;
+	uint64		sampled_writes;
+	uint64		threshold_cuts;
+	double		miss_weight;	/* estimated misses since window_start */
+	double		cold_weight;	/* of which first references */
+	double		histogram[SIZING_NBUCKETS];
+
+	uint32	   *buckets;
+	uint32	   *owner;			/* stamp -> entry, SIZING_NONE if none */
+	uint32	   *tree;			/* Fenwick tree over stamps 1..nstamps */
+	SizingEntry *entries;
+} SizingShared;
+
+pg_atomic_uint32 *BpextSizingThreshold = NULL;
+
+static SizingShared *Sizing = NULL;
+
+static uint32
+sizing_capacity(void)
+{
+	return (uint32) Min((uint64) bpext_sizing_memory_kb * 1024 / SIZING_BYTES_PER_ENTRY,
+						(uint64) PG_INT32_MAX / 4);
+}
+
+static uint32
+sizing_nbuckets(uint32 capacity)
+{
+	return (uint32) pg_nextpower2_32(Max(capacity, 16));
+}
+
+Size
+bpext_sizing_shmem_size(void)
+{
+	uint32		capacity = sizing_capacity();
+	Size		size;
+
+	if (capacity == 0)
+		return 0;
+	size = MAXALIGN(sizeof(SizingShared));
+	size = add_size(size, MAXALIGN(mul_size(sizing_nbuckets(capacity), sizeof(uint32))));
+	size = add_size(size, MAXALIGN(mul_size((Size) 2 * capacity + 1, sizeof(uint32))));
+	size = add_size(size, MAXALIGN(mul_size((Size) 2 * capacity + 1, sizeof(uint32))));
+	size = add_size(size, MAXALIGN(mul_size(capacity, sizeof(SizingEntry))));
+	return size;
+}
+
+/* The threshold that samples a fraction rate of all pages. */
+static uint32
+rate_threshold(double rate)
+{
+	double		t = rate * 4294967296.0 - 1.0;
+
+	if (t >= (double) PG_UINT32_MAX)
+		return PG_UINT32_MAX;
+	if (t < 0)
+		return 0;
+	return (uint32) t;
+}
+
+static double
+threshold_weight(uint32 threshold)
+{
+	return 4294967296.0 / ((double) threshold + 1.0);
+}
+
+/* Empty the advisor: caller holds the lock exclusive, or is the postmaster. */
+static void
+sizing_clear(void)
+{
+	uint32		i;
+
+	memset(Sizing->buckets, 0xFF, sizeof(uint32) * Sizing->nbuckets);
+	memset(Sizing->owner, 0xFF, sizeof(uint32) * (Sizing->nstamps + 1));
+	memset(Sizing->tree, 0, sizeof(uint32) * (Sizing->nstamps + 1));
+	for (i = 0; i < Sizing->capacity; i++)
+		Sizing->entries[i].next = (i + 1 < Sizing->capacity) ? i + 1 : SIZING_NONE;
+	Sizing->free_head = 0;
+	Sizing->nentries = 0;
+	Sizing->next_stamp = 1;
+	Sizing->sampled_misses = 0;
+	Sizing->sampled_writes = 0;
+	Sizing->threshold_cuts = 0;
+	Sizing->miss_weight = 0;
+	Sizing->cold_weight = 0;
+	memset(Sizing->histogram, 0, sizeof(Sizing->histogram));
+	Sizing->window_start = GetCurrentTimestamp();
+	pg_atomic_write_u32(&Sizing->threshold.value,
+						rate_threshold(bpext_sizing_sample_rate));
+}
+
+void
+bpext_sizing_shmem_init(bool found)
+{
+	uint32		capacity = sizing_capacity();
+	char	   *p;
+
+	if (capacity == 0)
+		return;
+	p = ShmemInitStruct("bpext sizing", bpext_sizing_shmem_size(), &found);
+	Sizing = (SizingShared *) p;
+	BpextSizingThreshold = &Sizing->threshold.value;
+	if (found)
+		return;
+
+	memset(Sizing, 0, sizeof(SizingShared));
+	pg_atomic_init_u32(&Sizing->threshold.value, 0);
+	Sizing->lock = &(GetNamedLWLockTranche("bpext sizing"))->lock;
+	Sizing->capacity = capacity;
+	Sizing->nstamps = 2 * capacity;
+	Sizing->nbuckets = sizing_nbuckets(capacity);
+	p += MAXALIGN(sizeof(SizingShared));
+	Sizing->buckets = (uint32 *) p;
+	p += MAXALIGN(sizeof(uint32) * Sizing->nbuckets);
+	Sizing->owner = (uint32 *) p;
+	p += MAXALIGN(sizeof(uint32) * (Sizing->nstamps + 1));
+	Sizing->tree = (uint32 *) p;
+	p += MAXALIGN(sizeof(uint32) * (Sizing->nstamps + 1));
+	Sizing->entries = (SizingEntry *) p;
+	sizing_clear();
+}
+
+/* ---------------------------------------------------------------------
+ * The stack of sampled pages (all under the lock)
+ * ---------------------------------------------------------------------
+ */
+
+static inline void
+tree_add(uint32 stamp, int delta)
+{
+	for (; stamp <= Sizing->nstamps; stamp += stamp & (~stamp + 1))
+		Sizing->tree[stamp] += delta;
+}
+
+/* Live stamps at or before stamp. */
+static inline uint32
+tree_prefix(uint32 stamp)
+{
+	uint32		sum = 0;
+
+	for (; stamp > 0; stamp -= stamp & (~stamp + 1))
+		sum += Sizing->tree[stamp];
+	return sum;
+}
+
+/* Rebuild the tree from the owners, in linear time. */
+static void
+tree_rebuild(void)
+{
+	uint32		n = Sizing->nstamps;
+	uint32		i;
+
+	for (i = 1; i <= n; i++)
+		Sizing->tree[i] = Sizing->owner[i] != SIZING_NONE ? 1 : 0;
+	for (i = 1; i <= n; i++)
+	{
+		uint32		j = i + (i & (~i + 1));
+
+		if (j <= n)
+			Sizing->tree[j] += Sizing->tree[i];
+	}
+}
+
+/* Renumber the live stamps 1..nentries, keeping their order. */
+static void
+stamps_compact(void)
+{
+	uint32		old;
+	uint32		next = 1;
+
+	for (old = 1; old < Sizing->next_stamp; old++)
+	{
+		uint32		e = Sizing->owner[old];
+
+		if (e == SIZING_NONE)
+			continue;
+		Sizing->owner[old] = SIZING_NONE;
+		Sizing->owner[next] = e;
+		Sizing->entries[e].stamp = next;
+		next++;
+	}
+	Sizing->next_stamp = next;
+	tree_rebuild();
+}
+
+/*
+ * Lower the threshold by an eighth and drop the pages now above it
+ * (SHARDS-adj, in steps).
+ */
+static void
+threshold_cut(void)
+{
+	uint32		threshold = pg_atomic_read_u32(&Sizing->threshold.value);
+	uint32		b;
+
+	threshold -= threshold / 8 + 1;
+	pg_atomic_write_u32(&Sizing->threshold.value, threshold);
+	Sizing->threshold_cuts++;
+
+	for (b = 0; b < Sizing->nbuckets; b++)
+	{
+		uint32	   *link = &Sizing->buckets[b];
+
+		while (*link != SIZING_NONE)
+		{
+			uint32		e = *link;
+			SizingEntry *entry = &Sizing->entries[e];
+
+			if (entry->hash <= threshold)
+			{
+				link = &entry->next;
+				continue;
+			}
+			*link = entry->next;
+			Sizing->owner[entry->stamp] = SIZING_NONE;
+			entry->next = Sizing->free_head;
+			Sizing->free_head = e;
+			Sizing->nentries--;
+		}
+	}
+	tree_rebuild();
+}
+
+static inline bool
+entry_matches(const SizingEntry *entry, const BpextRelFile *rfile,
+			  ForkNumber fork, BlockNumber block)
+{
+	return entry->block == block && entry->fork == (int32) fork &&
+		BPEXT_RELFILE_EQUAL(entry->rfile, *rfile);
+}
+
+/* The histogram bucket of a scaled distance, and the bounds of a bucket. */
+static int
+distance_bucket(double distance)
+{
+	uint64		v;
+	int			e;
+
+	if (distance >= ldexp(1.0, SIZING_MAX_LOG2))
+		return SIZING_NBUCKETS - 1;
+	v = (uint64) distance;
+	if (v < SIZING_SUB)
+		return (int) v;
+	e = pg_leftmost_one_pos64(v);
+	return SIZING_SUB + (e - SIZING_SUB_BITS) * SIZING_SUB +
+		(int) ((v >> (e - SIZING_SUB_BITS)) & (SIZING_SUB - 1));
+}
+
+static void
+bucket_bounds(int bucket, double *lo, double *width)
+{
+	int			e;
+	int			sub;
+
+	if (bucket < SIZING_SUB)
+	{
+		*lo = bucket;
+		*width = 1;
+		return;
+	}
+	e = SIZING_SUB_BITS + (bucket - SIZING_SUB) / SIZING_SUB;
+	sub = (bucket - SIZING_SUB) % SIZING_SUB;
+	*lo = ldexp((double) (SIZING_SUB + sub), e - SIZING_SUB_BITS);
+	*width = ldexp(1.0, e - SIZING_SUB_BITS);
+}
+
+/*
+ * A sampled page was referenced: count the miss at its distance, then move
+ * the page to the top of the stack.  See the file header for the model.
+ */
+void
+bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
+					 BlockNumber block, uint32 hash, bool miss)
+{
+	uint32		bucket;
+	uint32		e;
+	SizingEntry *entry = NULL;
+	double		weight;
+
+	/* LWLocks need a PGPROC; only the postmaster lacks one, and reads none. */
+	if (MyProc == NULL || Sizing == NULL)
+		return;
+
+	LWLockAcquire(Sizing->lock, LW_EXCLUSIVE);
+
+	bucket = hash & (Sizing->nbuckets - 1);
+	for (e = Sizing->buckets[bucket]; e != SIZING_NONE; e = Sizing->entries[e].next)
+	{
+		if (entry_matches(&Sizing->entries[e], rfile, fork, block))
+		{
+			entry = &Sizing->entries[e];
+			break;
+		}
+	}
+
+	/* A new page, and no room: sample less. */
+	while (entry == NULL && Sizing->free_head == SIZING_NONE &&
+		   pg_atomic_read_u32(&Sizing->threshold.value) > 0)
+		threshold_cut();
+	if (entry == NULL && Sizing->free_head == SIZING_NONE)
+	{
+		LWLockRelease(Sizing->lock);
+		return;
+	}
+	if (hash > pg_atomic_read_u32(&Sizing->threshold.value))
+	{
+		/* Not (or no longer) sampled. */
+		LWLockRelease(Sizing->lock);
+		return;
+	}
+	weight = threshold_weight(pg_atomic_read_u32(&Sizing->threshold.value));
+
+	if (miss)
+	{
+		Sizing->sampled_misses++;
+		Sizing->miss_weight += weight;
+		if (entry == NULL)
+			Sizing->cold_weight += weight;
+		else
+		{
+			/* Sampled pages referenced since: live stamps after ours. */
+			uint32		since = Sizing->nentries - tree_prefix(entry->stamp);
+
+			Sizing->histogram[distance_bucket(since * weight)] += weight;
+		}
+	}
+	else
+		Sizing->sampled_writes++;
+
+	if (entry == NULL)
+	{
+		e = Sizing->free_head;
+		entry = &Sizing->entries[e];
+		Sizing->free_head = entry->next;
+		entry->rfile = *rfile;
+		entry->fork = (int32) fork;
+		entry->block = block;
+		entry->hash = hash;
+		entry->next = Sizing->buckets[bucket];
+		Sizing->buckets[bucket] = e;
+		Sizing->nentries++;
+	}
+	else
+	{
+		Sizing->owner[entry->stamp] = SIZING_NONE;
+		tree_add(entry->stamp, -1);
+	}
+
+	if (Sizing->next_stamp > Sizing->nstamps)
+		stamps_compact();
+	entry->stamp = Sizing->next_stamp++;
+	Sizing->owner[entry->stamp] = e;
+	tree_add(entry->stamp, 1);
+
+	LWLockRelease(Sizing->lock);
+}
+
+/* ---------------------------------------------------------------------
+ * SQL interface
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct SizingSnapshot
+{
+	TimestampTz window_start;
+	double		seconds;
+	double		miss_weight;
+	double		cold_weight;
+	double		rate;
+	uint64		sampled_misses;
+	uint64		sampled_writes;
+	uint64		threshold_cuts;
+	uint32		nentries;
+	uint32		capacity;
+	double		histogram[SIZING_NBUCKETS];
+} SizingSnapshot;
+
+static void
+sizing_require(void)
+{
+	bpext_require_preloaded();
+	if (Sizing == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the bpext sizing advisor is off"),
+				 errdetail("bpext.sizing_memory is 0, so no shared memory was reserved for it."),
+				 errhint("Set bpext.sizing_memory and restart the server.")));
+}
+
+static void
+sizing_snapshot(SizingSnapshot *snap)
+{
+	long		secs;
+	int			usecs;
+
+	LWLockAcquire(Sizing->lock, LW_SHARED);
+	snap->window_start = Sizing->window_start;
+	snap->miss_weight = Sizing->miss_weight;
+	snap->cold_weight = Sizing->cold_weight;
+	snap->rate = 1.0 / threshold_weight(pg_atomic_read_u32(&Sizing->threshold.value));
+	snap->sampled_misses = Sizing->sampled_misses;
+	snap->sampled_writes = Sizing->sampled_writes;
+	snap->threshold_cuts = Sizing->threshold_cuts;
+	snap->nentries = Sizing->nentries;
+	snap->capacity = Sizing->capacity;
+	memcpy(snap->histogram, Sizing->histogram, sizeof(snap->histogram));
+	LWLockRelease(Sizing->lock);
+
+	TimestampDifference(snap->window_start, GetCurrentTimestamp(), &secs, &usecs);
+	snap->seconds = secs + usecs / 1000000.0;
+}
+
+/* Estimated fraction of the misses a tier of pages pages would serve. */
+static double
+hit_ratio_at(const SizingSnapshot *snap, double pages)
+{
+	double		hits = 0;
+	int			b;
+
+	if (snap->miss_weight <= 0)
+		return 0;
+	for (b = 0; b < SIZING_NBUCKETS; b++)
+	{
+		double		lo,
+					width;
+
+		if (snap->histogram[b] == 0)
+			continue;
+		bucket_bounds(b, &lo, &width);
+		if (lo + width <= pages)
+			hits += snap->histogram[b];
+		else if (lo < pages)
+			hits += snap->histogram[b] * (pages - lo) / width;
+	}
+	return Min(hits / snap->miss_weight, 1.0);
+}
+
+/* Shared memory the tier map would take for a tier of pages pages. */
+static double
+map_bytes_for(double pages)
+{
+	double		probe = Min(pages, (double) (PG_UINT32_MAX / 2));
+
+	if (probe < 1)
+		return 0;
+	return (double) tier_map_shmem_size((uint32) probe) / probe * pages;
+}
+
+/*
+ * bpext_sizing_1_3(): one row per tier size, a geometric series from an
+ * eighth of shared_buffers up to 64 times the larger of the current tier
+ * and the data the window has touched, plus the current tier's own size.
+ */
+Datum
+bpext_sizing_1_3(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SizingSnapshot *snap;
+	double		sizes[SIZING_MAX_ROWS];
+	int			nsizes = 0;
+	double		tier_pages;
+	double		footprint;
+	double		upper;
+	double		pages;
+	double		misses_per_second;
+	int			i;
+
+	sizing_require();
+	InitMaterializedSRF(fcinfo, 0);
+
+	snap = palloc(sizeof(SizingSnapshot));
+	sizing_snapshot(snap);
+
+	tier_pages = pg_atomic_read_u32(&BpextCtl->active_slots);
+	footprint = snap->nentries / snap->rate;
+	upper = 64.0 * Max(Max(tier_pages, footprint), (double) NBuffers);
+	misses_per_second = snap->seconds > 0 ? snap->miss_weight / snap->seconds : 0;
+
+	/* The series, with the current tier's size in its place. */
+	for (pages = Max(NBuffers / 8, 1); pages <= upper && nsizes < SIZING_MAX_ROWS - 1;
+		 pages *= 2)
+	{
+		if (tier_pages > 0 && tier_pages < pages &&
+			(nsizes == 0 || sizes[nsizes - 1] < tier_pages))
+			sizes[nsizes++] = tier_pages;
+		sizes[nsizes++] = pages;
+	}
+
+	for (i = 0; i < nsizes; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {0};
+		double		ratio = hit_ratio_at(snap, sizes[i]);
+
+		values[0] = Int64GetDatum((int64) sizes[i]);
+		values[1] = Int64GetDatum((int64) sizes[i] * BLCKSZ);
+		values[2] = Float8GetDatum(ratio);
+		values[3] = Float8GetDatum(ratio * misses_per_second);
+		values[4] = Int64GetDatum((int64) map_bytes_for(sizes[i]));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* bpext_sizing_window_1_3(): what the curve is made of. */
+Datum
+bpext_sizing_window_1_3(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	SizingSnapshot *snap;
+	Datum		values[10];
+	bool		nulls[10] = {0};
+
+	sizing_require();
+	InitMaterializedSRF(fcinfo, 0);
+
+	snap = palloc(sizeof(SizingSnapshot));
+	sizing_snapshot(snap);
+
+	values[0] = TimestampTzGetDatum(snap->window_start);
+	values[1] = Float8GetDatum(snap->seconds);
+	values[2] = Float8GetDatum(snap->miss_weight);
+	if (snap->seconds > 0)
+		values[3] = Float8GetDatum(snap->miss_weight / snap->seconds);
+	else
+		nulls[3] = true;
+	if (snap->miss_weight > 0)
+		values[4] = Float8GetDatum(snap->cold_weight / snap->miss_weight);
+	else
+		nulls[4] = true;
+	values[5] = Int64GetDatum((int64) (snap->nentries / snap->rate));
+	values[6] = Float8GetDatum(snap->rate);
+	values[7] = Int64GetDatum((int64) snap->sampled_misses);
+	values[8] = Int64GetDatum((int64) snap->nentries);
+	values[9] = Int64GetDatum((int64) snap->capacity);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/* bpext_sizing_reset(): start a new window (superusers only, by GRANT). */
+Datum
+bpext_sizing_reset(PG_FUNCTION_ARGS)
+{
+	sizing_require();
+	LWLockAcquire(Sizing->lock, LW_EXCLUSIVE);
+	sizing_clear();
+	LWLockRelease(Sizing->lock);
+	PG_RETURN_VOID();
+}

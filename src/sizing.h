@@ -1,0 +1,93 @@
+/*-------------------------------------------------------------------------
+ *
+ * sizing.h
+ *	  The tier sizing advisor (sizing.c): a sampled reuse-distance histogram
+ *	  of the shared-buffer miss stream, from which bpext_sizing estimates
+ *	  the tier's hit ratio at every size at once.
+ *
+ * The smgr wrappers call bpext_sizing_note_read for every shared-buffer
+ * miss and bpext_sizing_note_write for every data-file write.  What they
+ * cost for a page that is not sampled (nearly all of them) is one hash and
+ * one compare; see sizing.c for the sampled path and its locking.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BPEXT_SIZING_H
+#define BPEXT_SIZING_H
+
+#include "port/atomics.h"
+#include "storage/block.h"
+#include "storage/smgr.h"
+
+#include "compat.h"
+
+/* Settings (settings.c). */
+extern bool bpext_sizing;
+extern int	bpext_sizing_memory_kb;
+extern double bpext_sizing_sample_rate;
+
+/*
+ * The sampling threshold: a page is sampled when its hash is at most this.
+ * NULL until shared memory is attached, and when bpext.sizing_memory = 0.
+ */
+extern pg_atomic_uint32 *BpextSizingThreshold;
+
+extern Size bpext_sizing_shmem_size(void);
+extern void bpext_sizing_shmem_init(bool found);
+extern void bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
+								 BlockNumber block, uint32 hash, bool miss);
+
+/*
+ * The sampling hash of a page: murmur3's 64-bit finaliser over the page
+ * identity, independent of the map's bucket hash.  Spatial sampling needs
+ * every block of every relation to fall under the threshold with the same
+ * probability, so consecutive blocks must hash far apart.
+ */
+static inline uint32
+bpext_sizing_hash(const BpextRelFile *rfile, ForkNumber fork,
+				  BlockNumber block)
+{
+	uint64		a = ((uint64) BPEXT_RELFILE_NUMBER(*rfile) << 32) | block;
+	uint64		b = ((uint64) BPEXT_RELFILE_DB(*rfile) << 32) |
+		((uint32) BPEXT_RELFILE_SPC(*rfile) ^ ((uint32) fork << 29));
+	uint64		x = a ^ (b * UINT64CONST(0x9E3779B97F4A7C15));
+
+	x ^= x >> 33;
+	x *= UINT64CONST(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64CONST(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return (uint32) x;
+}
+
+static inline void
+bpext_sizing_note(SMgrRelation reln, ForkNumber fork, BlockNumber block,
+				  BlockNumber nblocks, bool miss)
+{
+	BlockNumber i;
+
+	if (!bpext_sizing || BpextSizingThreshold == NULL ||
+		BPEXT_SMGR_IS_TEMP(reln))
+		return;
+	for (i = 0; i < nblocks; i++)
+	{
+		uint32		hash = bpext_sizing_hash(&BPEXT_SMGR_RELFILE(reln), fork,
+											 block + i);
+
+		if (hash <= pg_atomic_read_u32(BpextSizingThreshold))
+			bpext_sizing_sampled(&BPEXT_SMGR_RELFILE(reln), fork, block + i,
+								 hash, miss);
+	}
+}
+
+/* nblocks shared-buffer misses (served by the tier or not). */
+#define bpext_sizing_note_read(reln, fork, block, nblocks) \
+	bpext_sizing_note((reln), (fork), (block), (nblocks), true)
+
+/* nblocks pages written to their data file: they (re-)enter the tier. */
+#define bpext_sizing_note_write(reln, fork, block, nblocks) \
+	bpext_sizing_note((reln), (fork), (block), (nblocks), false)
+
+#endif							/* BPEXT_SIZING_H */

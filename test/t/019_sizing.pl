@@ -1,0 +1,164 @@
+
+# Copyright (c) 2026, bpext developers
+
+# The tier sizing advisor (bpext_sizing, src/sizing.c), with the tier off:
+# the curve must exist before the SSD does.
+#
+# A cyclic scan over a relation of N pages, much bigger than
+# shared_buffers, read P times, has a known miss-ratio curve: every read
+# misses shared buffers, the first pass is first references, and every
+# later read of a page comes exactly N - 1 other pages after the last one.
+# An LRU tier of fewer than N pages serves none of them, one of N pages or
+# more serves all but the first pass: hit ratio (P - 1) / P.  The advisor
+# must show that step, sampling every page, sampling 5% of them, and with
+# a memory budget too small for the sample it starts with (so that it
+# lowers its rate as SHARDS-adj does).  The curve is monotone, a reset
+# empties it, and the window says what it covers.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use BpextTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $passes = 10;
+
+my $node = bpext_init_node('main', tier_size => 0, shared_buffers => '1MB',
+	conf => "bpext.sizing_sample_rate = 1.0\nsynchronize_seqscans = off\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION bpext');
+
+is($node->safe_psql('postgres', 'SELECT state FROM bpext_configuration'),
+	'0', 'the tier is off');
+
+# Relations of about 2300, 3000 and 3700 pages (7 rows of 1 kB a page).
+# The curve's rows double from 16 pages: 2048 is 0.89 of the first, 4096
+# is 1.11 of the last, so together they pin the step to N within 11%;
+# 3000 sits far from both rows, for the sampled runs.
+my %n;
+for my $t ([ 'cyc_a', 16100 ], [ 'cyc', 21000 ], [ 'cyc_b', 25900 ])
+{
+	my ($name, $rows) = @$t;
+	$node->safe_psql('postgres', qq{
+		CREATE TABLE $name (id int, pad text);
+		INSERT INTO $name SELECT i, repeat('c', 1000) FROM generate_series(1, $rows) i;
+		VACUUM $name;
+	});
+	$n{$name} = $node->safe_psql('postgres', "SELECT pg_relation_size('$name') / 8192");
+	cmp_ok(abs($n{$name} - $rows / 7), '<=', 10, "$name has $n{$name} pages");
+}
+$node->safe_psql('postgres', 'CHECKPOINT');
+
+# Scan a relation $passes times after a reset; return the curve as
+# [tier_pages, hit_ratio] pairs and the window as a hash.
+sub cyclic_scan
+{
+	my ($table) = @_;
+	$node->safe_psql('postgres', 'SELECT bpext_sizing_reset()');
+	$node->safe_psql('postgres', "SELECT count(*) FROM $table") for 1 .. $passes;
+	my @curve = map { [ split /\|/ ] } split /\n/,
+	  $node->safe_psql('postgres',
+		'SELECT tier_pages, hit_ratio FROM bpext_sizing ORDER BY tier_pages');
+	my %w;
+	@w{qw(sample_rate sampled_misses sampled_pages sample_capacity first misses)}
+	  = split /\|/, $node->safe_psql('postgres', q{
+		SELECT sample_rate, sampled_misses, sampled_pages, sample_capacity,
+		       first_reference_ratio, misses
+		  FROM bpext_sizing_window});
+	return (\@curve, \%w);
+}
+
+# The step: no row below (1 - margin) N serves more than 3% of the misses,
+# every row above (1 + margin) N serves (P - 1) / P of them, within 5
+# points.
+sub check_step
+{
+	my ($curve, $n, $margin, $what) = @_;
+	my $full = ($passes - 1) / $passes;
+	my ($below, $above) = (0, 0);
+	my $prev = 0;
+	my $monotone = 1;
+
+	for my $row (@$curve)
+	{
+		my ($pages, $ratio) = @$row;
+		$monotone = 0 if $ratio < $prev;
+		$prev = $ratio;
+		if ($pages < (1 - $margin) * $n)
+		{
+			$below++;
+			cmp_ok($ratio, '<=', 0.03, "$what: $pages pages serve nothing");
+		}
+		elsif ($pages > (1 + $margin) * $n)
+		{
+			$above++;
+			cmp_ok(abs($ratio - $full), '<=', 0.05,
+				"$what: $pages pages serve all but the first pass ($ratio)");
+		}
+	}
+	ok($monotone, "$what: the curve is monotone");
+	cmp_ok($below, '>=', 5, "$what: rows below the step");
+	cmp_ok($above, '>=', 5, "$what: rows above the step");
+	return;
+}
+
+# 1. Every page sampled: the step is within 12% of N on both sides.
+my ($curve, $w);
+($curve, $w) = cyclic_scan('cyc_a');
+check_step($curve, $n{cyc_a}, 0.12, 'exact, 2300 pages');
+ok((grep { $_->[0] == 2048 } @$curve), 'a row at 0.89 N');
+($curve, $w) = cyclic_scan('cyc_b');
+check_step($curve, $n{cyc_b}, 0.12, 'exact, 3700 pages');
+ok((grep { $_->[0] == 4096 } @$curve), 'a row at 1.11 N');
+
+my $n = $n{cyc};
+($curve, $w) = cyclic_scan('cyc');
+is($w->{sample_rate}, 1, 'every page sampled');
+# A few pages stay in shared buffers from one pass to the next.
+cmp_ok($w->{sampled_misses}, '>=', 0.95 * $passes * $n, 'the reads were seen');
+cmp_ok($w->{sampled_pages}, '>=', $n, 'the sample holds the relation');
+cmp_ok(abs($w->{first} - 1 / $passes), '<=', 0.02,
+	'the first pass is first references');
+is($curve->[0][0], 128 / 8, 'the curve starts at an eighth of shared_buffers');
+cmp_ok($curve->[-1][0], '>=', 32 * $n,
+	'and goes on to 64 times the data the window touched (within a doubling)');
+check_step($curve, $n, 0.1, 'exact');
+
+# 2. A reset empties it (the queries' own catalog misses, after the scans
+# pushed the catalogs out of shared buffers, are all first references).
+my $after_reset = $node->safe_psql('postgres', qq{
+	SELECT bpext_sizing_reset();
+	SELECT bool_and(hit_ratio = 0) AND bool_and(reads_saved_per_second = 0)
+	  FROM bpext_sizing;
+	SELECT sampled_pages < $n / 4, coalesce(first_reference_ratio, 1) = 1,
+	       since > now() - interval '1 minute'
+	  FROM bpext_sizing_window});
+is($after_reset, "\nt\nt|t|t", 'a reset empties the curve and starts a new window');
+
+# 3. 5% sampling stays within bounds.
+$node->append_conf('postgresql.conf', "bpext.sizing_sample_rate = 0.05\n");
+$node->reload;
+($curve, $w) = cyclic_scan('cyc');
+cmp_ok(abs($w->{sample_rate} - 0.05), '<', 1e-6, 'the reset took the new sample rate');
+cmp_ok(abs($w->{misses} - $passes * $n) / ($passes * $n), '<=', 0.25,
+	"the estimated misses ($w->{misses}) are within 25% of the reads");
+check_step($curve, $n, 0.1, '5% sample');
+
+# 4. A budget too small for the sample: the rate goes down, the sample
+# stays within the budget, and the step stays where it is.
+$node->append_conf('postgresql.conf',
+	"bpext.sizing_memory = '64kB'\nbpext.sizing_sample_rate = 1.0\n");
+$node->restart;
+($curve, $w) = cyclic_scan('cyc');
+cmp_ok($w->{sample_capacity}, '<', $n / 2, "the budget holds $w->{sample_capacity} pages");
+cmp_ok($w->{sample_rate}, '<', 0.5, "the rate went down to $w->{sample_rate}");
+cmp_ok($w->{sampled_pages}, '<=', $w->{sample_capacity}, 'the sample fits');
+check_step($curve, $n, 0.1, 'adjusted sample');
+
+$node->stop;
+done_testing();
