@@ -27,6 +27,15 @@ OBJS = \
 	src/warm_restart.o \
 	src/worker.o
 
+# Test builds only (`make BPEXT_TEST_HOOKS=1`): the scale bench's sparse
+# tier file and synthetic map fill (src/test_hooks.c, test/sql/bpext_test.sql).
+# Packages and `make dist` never set it; it counts only on the command line,
+# so an environment variable cannot turn it on in a package build.
+ifeq ($(origin BPEXT_TEST_HOOKS)$(BPEXT_TEST_HOOKS),command line1)
+OBJS += src/test_hooks.o
+PG_CPPFLAGS += -DBPEXT_TEST_HOOKS
+endif
+
 EXTENSION = bpext
 DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql
 PGFILEDESC = "bpext - SSD buffer pool extension"

@@ -21,6 +21,7 @@
 
 #include "bpext.h"
 #include "scan_pool.h"
+#include "test_hooks.h"
 
 BpextControl *BpextCtl = NULL;
 
@@ -267,6 +268,10 @@ bpext_define_settings(void)
 							PGC_SIGHUP,
 							GUC_UNIT_MS | GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+
+#ifdef BPEXT_TEST_HOOKS
+	bpext_test_define_settings();
+#endif
 
 	MarkGUCPrefixReserved("bpext");
 }
