@@ -74,13 +74,18 @@ endif
 PROVE_FLAGS = -I $(srcdir)/test/perl
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
-.PHONY: bench bench-scan bench-instructions
+.PHONY: bench bench-scan bench-instructions bench-scale
 bench: all
 	test/bench/run.sh $(BENCH_ARGS)
 
 # Instructions per transaction under callgrind, without and with bpext.
 bench-instructions: all
 	test/bench/instructions.sh $(BENCH_ARGS)
+
+# What each operation costs as the tier grows, up to a synthetic 1 TB map
+# (test/bench/README.md; builds its own BPEXT_TEST_HOOKS=1 copy).
+bench-scale:
+	test/bench/scale.sh $(BENCH_ARGS)
 
 # Scan scaling of the worker pool, serial against parallel (test/bench/README.md).
 bench-scan: all
