@@ -268,11 +268,21 @@ stall_ms() {   # tag t0 t1
         END { printf "%.1f %.1f", m / 1000, base / 1000 }'
 }
 # Time an SQL statement while pgbench -S runs; records <metric>_s and <metric>_stall_ms.
-timed_under_load() {   # metric sql
-    local t0 t1 s
+# With want_kb, a statement that gives up waiting for the worker (an ERROR)
+# is noted (<metric>_gave_up) and the time is until the worker has applied
+# the size.
+timed_under_load() {   # metric sql [want_kb]
+    local t0 t1 s i
     pgbench_loop "$1"
     t0=$(now)
-    q "$2" >/dev/null
+    if ! q "$2" >/dev/null; then
+        [ -n "${3:-}" ] || { pkill_loop; return 1; }
+        record "$1_gave_up_s" "$(since "$t0")"
+        for i in $(seq 1 36000); do
+            [ "$(q "SELECT state = 5 AND current_size_in_kb = $3 FROM bpext_configuration")" = t ] && break
+            sleep 0.1
+        done
+    fi
     t1=$(now)
     sleep 3
     pkill_loop
@@ -381,15 +391,17 @@ measure_size() {   # gb fill
     if [ "$fill" = real ]; then
         prewarm_pgbench
     else
+        # Prewarm first: a map full of pages used once gives no slot to a
+        # prewarm within its tries (tier_map_alloc_slot's ALLOC_MAX_TRIES).
+        prewarm_pgbench
         timed_sql synthetic_fill_s "SELECT bpext_test_fill($CUR_PAGES)"
         record synthetic_filled "$LAST"
-        prewarm_pgbench
     fi
     record allocated_pages_filled "$(q "SELECT allocated_pages FROM bpext_configuration")"
     views
     worker_cpu
-    timed_under_load resize_down "SELECT bpext_resize('${half}GB')"
-    timed_under_load resize_up "SELECT bpext_resize('${gb}GB')"
+    timed_under_load resize_down "SELECT bpext_resize('${half}GB')" $((half * 1048576))
+    timed_under_load resize_up "SELECT bpext_resize('${gb}GB')" $((gb * 1048576))
     # Full again for the stop and the warm start.
     if [ "$fill" = real ]; then
         q "SELECT sum(bpext_prewarm(c.oid)) FROM pg_class c WHERE c.relname IN ('pgbench_accounts', 'pgbench_accounts_pkey')" >/dev/null
