@@ -33,6 +33,15 @@ OBJS = \
 	src/warm_restart.o \
 	src/worker.o
 
+# Test builds only (`make BPEXT_TEST_HOOKS=1`): the scale bench's sparse
+# tier file and synthetic map fill (src/test_hooks.c, test/sql/bpext_test.sql).
+# Packages and `make dist` never set it; it counts only on the command line,
+# so an environment variable cannot turn it on in a package build.
+ifeq ($(origin BPEXT_TEST_HOOKS)$(BPEXT_TEST_HOOKS),command line1)
+OBJS += src/test_hooks.o
+PG_CPPFLAGS += -DBPEXT_TEST_HOOKS
+endif
+
 EXTENSION = bpext
 DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql \
 	bpext--1.2--1.3.sql
@@ -72,13 +81,18 @@ endif
 PROVE_FLAGS = -I $(srcdir)/test/perl
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
-.PHONY: bench bench-scan bench-instructions
+.PHONY: bench bench-scan bench-instructions bench-scale
 bench: all
 	test/bench/run.sh $(BENCH_ARGS)
 
 # Instructions per transaction under callgrind, without and with bpext.
 bench-instructions: all
 	test/bench/instructions.sh $(BENCH_ARGS)
+
+# What each operation costs as the tier grows, up to a synthetic 1 TB map
+# (test/bench/README.md; builds its own BPEXT_TEST_HOOKS=1 copy).
+bench-scale:
+	test/bench/scale.sh $(BENCH_ARGS)
 
 # Scan scaling of the worker pool, serial against parallel (test/bench/README.md).
 bench-scan: all

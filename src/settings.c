@@ -24,6 +24,7 @@
 #include "bpext.h"
 #include "scan_pool.h"
 #include "sizing.h"
+#include "test_hooks.h"
 
 BpextControl *BpextCtl = NULL;
 
@@ -391,6 +392,10 @@ bpext_define_settings(void)
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+
+#ifdef BPEXT_TEST_HOOKS
+	bpext_test_define_settings();
+#endif
 
 	MarkGUCPrefixReserved("bpext");
 }

@@ -1,0 +1,222 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_hooks.c
+ *	  Test-only functions for the scale bench (test/bench/scale.sh): fill
+ *	  the tier map with entries of a synthetic relation, and time lookups
+ *	  in it.  Compiled only by `make BPEXT_TEST_HOOKS=1`; the SQL functions
+ *	  are created by test/sql/bpext_test.sql, never by the extension's
+ *	  install scripts.
+ *
+ * The synthetic pages belong to relations in the global tablespace with a
+ * database OID other than 0, a combination no cluster can have (shared
+ * relations always have database 0), so no query, no invalidation of a real
+ * relation and no DROP DATABASE of a real database ever touches them.  They
+ * are published through the real admission path (tier_map_begin_admit,
+ * tier_map_alloc_slot, tier_map_publish) as if their pages had been
+ * written, but no page image is ever written: the tier file stays sparse
+ * there and the CRCs recorded match nothing.  Nothing may read them: a read
+ * of one (bpext_buffer_descriptors(true), for one) would find the CRC
+ * mismatch and switch the tier to ERROR, as for a damaged file.
+ *
+ * Locking: none of its own; tier_map.c's.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_tablespace_d.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "utils/guc.h"
+
+#include "bpext.h"
+#include "test_hooks.h"
+#include "tier_map.h"
+
+/* Synthetic relation i is (global tablespace, SYNTH_DB, SYNTH_REL + i). */
+#define SYNTH_DB				4000000000U
+#define SYNTH_REL				4000000000U
+/* Blocks per synthetic relation (8 GB), so a terabyte spans 128 of them. */
+#define SYNTH_REL_BLOCKS		(1U << 20)
+
+/* Most lookups one call of bpext_test_lookup_cost may time. */
+#define LOOKUP_MAX				(50 * 1000 * 1000)
+
+bool		bpext_test_sparse_file = false;
+
+PG_FUNCTION_INFO_V1(bpext_test_fill);
+PG_FUNCTION_INFO_V1(bpext_test_lookup_cost);
+
+/* From settings.c, before the bpext prefix is reserved. */
+void
+bpext_test_define_settings(void)
+{
+	DefineCustomBoolVariable("bpext.test_sparse_file",
+							 "Test builds only: size the tier file without preallocating it.",
+							 "The file is extended sparse (ftruncate) instead of allocated, so that a terabyte tier fits on a small disk for the scale bench.",
+							 &bpext_test_sparse_file,
+							 false,
+							 PGC_SIGHUP,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+}
+
+/* The identity of synthetic page i. */
+static void
+synth_page(uint64 i, BpextRelFile *rfile, BlockNumber *block)
+{
+	memset(rfile, 0, sizeof(*rfile));
+	BPEXT_RELFILE_SPC(*rfile) = GLOBALTABLESPACE_OID;
+	BPEXT_RELFILE_DB(*rfile) = SYNTH_DB;
+	BPEXT_RELFILE_NUMBER(*rfile) = SYNTH_REL + (uint32) (i / SYNTH_REL_BLOCKS);
+	*block = (BlockNumber) (i % SYNTH_REL_BLOCKS);
+}
+
+static void
+require_enabled(void)
+{
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers may use the bpext test functions")));
+	if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the tier is not enabled"),
+				 errhint("Enable it with bpext_enable() and wait until bpext_configuration.state is 5.")));
+}
+
+/*
+ * bpext_test_fill(npages bigint) returns bigint: publish synthetic pages
+ * 0 .. npages-1 (see the file header) and return how many were published.
+ * Filling past the tier's size evicts earlier pages, as admissions do; a
+ * fill on top of real pages evicts those.  Cancellable.
+ */
+Datum
+bpext_test_fill(PG_FUNCTION_ARGS)
+{
+	int64		npages = PG_GETARG_INT64(0);
+	int64		published = 0;
+	uint64		i;
+
+	require_enabled();
+	if (npages < 0 || npages > (int64) PG_UINT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("npages must be between 0 and %u", PG_UINT32_MAX)));
+
+	for (i = 0; i < (uint64) npages; i++)
+	{
+		BpextRelFile rfile;
+		BlockNumber block;
+		TierAdmitTicket ticket;
+		uint32		slot;
+
+		if ((i & 0xFFFF) == 0)
+			CHECK_FOR_INTERRUPTS();
+		synth_page(i, &rfile, &block);
+		if (!tier_map_begin_admit(&rfile, MAIN_FORKNUM, block, &ticket))
+			continue;
+		slot = tier_map_alloc_slot();
+		if (slot == TIER_INVALID_INDEX)
+		{
+			tier_map_cancel_admit(&ticket);
+			continue;
+		}
+		/* The CRC of no content: these pages are never read. */
+		if (tier_map_publish(&ticket, slot, (pg_crc32c) i,
+							 pg_atomic_read_u32(&BpextCtl->file_incarnation)))
+			published++;
+	}
+	PG_RETURN_INT64(published);
+}
+
+/* The timed part, on its own so that callgrind can count it alone. */
+static pg_noinline uint64
+lookup_loop(const BpextRelFile *rfiles, const BlockNumber *blocks, int n)
+{
+	uint64		found = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		pg_crc32c	crc;
+		uint32		slot = tier_map_lookup_pin(&rfiles[i], MAIN_FORKNUM,
+											   blocks[i], &crc);
+
+		if (slot != TIER_INVALID_INDEX)
+		{
+			tier_map_unpin(slot);
+			found++;
+		}
+	}
+	return found;
+}
+
+/*
+ * bpext_test_lookup_cost(n int, hit bool) returns float8: nanoseconds per
+ * lookup (tier_map_lookup_pin, and tier_map_unpin after a hit) of n random
+ * synthetic pages.  It assumes the map holds synthetic pages 0 .. k-1 only
+ * (bpext_test_fill(k) on a fresh tier), k being the map's used slots: hits
+ * draw from those, misses from the pages after them, which are absent.  A
+ * WARNING says when the hits or misses were not all what they should be.
+ */
+Datum
+bpext_test_lookup_cost(PG_FUNCTION_ARGS)
+{
+	int32		n = PG_GETARG_INT32(0);
+	bool		hit = PG_GETARG_BOOL(1);
+	uint64		used;
+	uint64		state = 0x9E3779B97F4A7C15ULL;
+	BpextRelFile *rfiles;
+	BlockNumber *blocks;
+	instr_time	start;
+	instr_time	elapsed;
+	uint64		found;
+	int			i;
+
+	require_enabled();
+	if (n < 1 || n > LOOKUP_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be between 1 and %d", LOOKUP_MAX)));
+	used = tier_map_used_slots();
+	if (hit && used == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the tier map is empty"),
+				 errhint("Fill it with bpext_test_fill() first.")));
+
+	rfiles = palloc_extended(sizeof(BpextRelFile) * n, MCXT_ALLOC_HUGE);
+	blocks = palloc_extended(sizeof(BlockNumber) * n, MCXT_ALLOC_HUGE);
+	for (i = 0; i < n; i++)
+	{
+		uint64		r;
+
+		/* xorshift64*: cheap, and the same draws every call */
+		state ^= state >> 12;
+		state ^= state << 25;
+		state ^= state >> 27;
+		r = state * 0x2545F4914F6CDD1DULL;
+		synth_page(hit ? r % used : used + r % (PG_UINT32_MAX - used),
+				   &rfiles[i], &blocks[i]);
+	}
+
+	INSTR_TIME_SET_CURRENT(start);
+	found = lookup_loop(rfiles, blocks, n);
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+
+	if (found != (hit ? (uint64) n : 0))
+		ereport(WARNING,
+				(errmsg("%llu of %d lookups found a page, expected %s",
+						(unsigned long long) found, n, hit ? "all" : "none"),
+				 errdetail("The map holds pages other than the synthetic pages 0 to %llu.",
+						   (unsigned long long) used - 1)));
+	pfree(rfiles);
+	pfree(blocks);
+	PG_RETURN_FLOAT8(INSTR_TIME_GET_DOUBLE(elapsed) * 1e9 / n);
+}

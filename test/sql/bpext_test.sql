@@ -1,0 +1,17 @@
+-- Test-only SQL functions of a bpext built with `make BPEXT_TEST_HOOKS=1`
+-- (src/test_hooks.c), for the scale bench (test/bench/scale.sh):
+--   psql -v ON_ERROR_STOP=1 -f test/sql/bpext_test.sql
+-- Not part of the extension: a release build has no such C functions, and
+-- this script then fails.
+CREATE OR REPLACE FUNCTION bpext_test_fill(npages bigint)
+RETURNS bigint
+AS '$libdir/bpext', 'bpext_test_fill'
+LANGUAGE C STRICT VOLATILE;
+
+CREATE OR REPLACE FUNCTION bpext_test_lookup_cost(n integer, hit boolean)
+RETURNS double precision
+AS '$libdir/bpext', 'bpext_test_lookup_cost'
+LANGUAGE C STRICT VOLATILE;
+
+REVOKE ALL ON FUNCTION bpext_test_fill(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION bpext_test_lookup_cost(integer, boolean) FROM PUBLIC;
