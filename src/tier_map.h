@@ -119,9 +119,11 @@ extern void tier_map_foreach_rel_at_exit(void (*fn) (uint32 rel,
 extern bool tier_map_warm_hold(uint32 index, const BpextRelFile *rfile,
 							   ForkNumber fork, uint32 generation,
 							   BlockNumber nblocks);
-extern bool tier_map_warm_publish(uint32 rel, uint32 slot, BlockNumber block,
-								  pg_crc32c crc, uint32 generation,
-								  uint32 map_epoch, uint32 file_incarnation);
+extern uint32 tier_map_warm_publish_run(const SlotDirEntry *entries,
+										uint32 first_slot, uint32 n,
+										uint32 map_epoch,
+										uint32 file_incarnation,
+										uint32 *scratch, bool *published);
 extern void tier_map_warm_release_holds(void);
 
 /* Checksum of a slot's content: the page and the identity it belongs to. */

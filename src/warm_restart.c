@@ -142,8 +142,11 @@ typedef struct WarmState
 static WarmState *Warm = NULL;
 
 /* The worker's buffers for a load step. */
+#define WARM_STEP_ENTRIES	(TIER_DIR_ENTRIES_PER_CHUNK * WARM_CHUNKS_PER_STEP)
 static SlotDirEntry *step_entries = NULL;
 static bool *step_valid = NULL;
+static bool *step_published = NULL;
+static uint32 *step_scratch = NULL;
 
 /* The CRC of a saved relation table, stored in the warm header. */
 static pg_crc32c
@@ -997,6 +1000,10 @@ bpext_warm_begin_load(int fd)
 											  WARM_CHUNKS_PER_STEP);
 		step_valid = MemoryContextAlloc(TopMemoryContext,
 										sizeof(bool) * WARM_CHUNKS_PER_STEP);
+		step_published = MemoryContextAlloc(TopMemoryContext,
+											sizeof(bool) * WARM_STEP_ENTRIES);
+		step_scratch = MemoryContextAlloc(TopMemoryContext,
+										  sizeof(uint32) * 2 * WARM_STEP_ENTRIES);
 	}
 	Warm->loading = true;
 	Warm->next_chunk = 0;
@@ -1035,8 +1042,7 @@ bool
 bpext_warm_load_step(int fd)
 {
 	uint32		total = TIER_DIR_CHUNKS(slot_directory_nslots());
-	uint32		active = pg_atomic_read_u32(&BpextCtl->active_slots);
-	uint64		published = 0;
+	uint64		published;
 	int			nchunks;
 	int			i;
 
@@ -1065,28 +1071,33 @@ bpext_warm_load_step(int fd)
 		bpext_warm_abandon(why, true);
 		return false;
 	}
+	/* A chunk whose CRC failed names nothing. */
 	for (i = 0; i < nchunks; i++)
 	{
-		uint32		chunk = Warm->next_chunk + i;
-		uint32		first = chunk * TIER_DIR_ENTRIES_PER_CHUNK;
+		uint32		j;
+
+		for (j = 0; !step_valid[i] && j < TIER_DIR_ENTRIES_PER_CHUNK; j++)
+			step_entries[(Size) i * TIER_DIR_ENTRIES_PER_CHUNK + j].rel =
+				TIER_INVALID_INDEX;
+	}
+	published = tier_map_warm_publish_run(step_entries,
+										  Warm->next_chunk * TIER_DIR_ENTRIES_PER_CHUNK,
+										  nchunks * TIER_DIR_ENTRIES_PER_CHUNK,
+										  Warm->map_epoch, Warm->file_incarnation,
+										  step_scratch, step_published);
+	for (i = 0; i < nchunks; i++)
+	{
 		bool		current = true;
 		uint32		j;
 
-		for (j = 0; step_valid[i] && j < TIER_DIR_ENTRIES_PER_CHUNK; j++)
+		for (j = 0; j < TIER_DIR_ENTRIES_PER_CHUNK; j++)
 		{
-			SlotDirEntry *e = &step_entries[(Size) i * TIER_DIR_ENTRIES_PER_CHUNK + j];
+			Size		k = (Size) i * TIER_DIR_ENTRIES_PER_CHUNK + j;
 
-			if (e->rel == TIER_INVALID_INDEX)
-				continue;
-			if (first + j < active &&
-				tier_map_warm_publish(e->rel, first + j, e->block, e->crc,
-									  e->generation, Warm->map_epoch,
-									  Warm->file_incarnation))
-				published++;
-			else
+			if (step_entries[k].rel != TIER_INVALID_INDEX && !step_published[k])
 				current = false;
 		}
-		slot_directory_note_loaded(chunk, step_valid[i], current);
+		slot_directory_note_loaded(Warm->next_chunk + i, step_valid[i], current);
 	}
 	Warm->next_chunk += nchunks;
 	pg_atomic_fetch_add_u64(&Warm->pages_reused, published);
