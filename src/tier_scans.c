@@ -30,8 +30,8 @@
 #include "tier_map.h"
 #include "tier_scans.h"
 
-/* Slots per unit of a shrink: a unit costs a slot header read each. */
-#define SHRINK_SLOTS_PER_UNIT	256
+/* Slots per unit of a shrink (tier_map_drop_slots takes them together). */
+#define SHRINK_SLOTS_PER_UNIT	TIER_MAP_DROP_MAX
 
 void
 bpext_invalidate_unit(BpextScan *scan, uint64 unit)
