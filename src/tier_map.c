@@ -1707,12 +1707,12 @@ tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
 
 		for (k = first; k < end; k++)
 		{
-			uint32		i = order[k];
-			const SlotDirEntry *e = &entries[i];
-			uint32		slot = first_slot + i;
+			uint32		at = order[k];
+			const SlotDirEntry *e = &entries[at];
+			uint32		slot = first_slot + at;
 			TierSlot   *s = &Map->slots[slot];
 			TierRel    *r = &Map->rels[e->rel];
-			uint32		bucket = bucket_of(hashes[i]);
+			uint32		bucket = bucket_of(hashes[at]);
 			uint32		free_state = 0;
 			uint32		prev = TIER_INVALID_INDEX;
 			uint32		cur;
@@ -1720,7 +1720,7 @@ tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
 			if (k + 8 < end)
 				bucket_prefetch(bucket_of(hashes[order[k + 8]]));
 			if (pg_atomic_read_u32(&r->generation) != e->generation ||
-				pg_atomic_read_u32(write_generation(hashes[i])) != 0 ||
+				pg_atomic_read_u32(write_generation(hashes[at])) != 0 ||
 				!pg_atomic_compare_exchange_u32(&s->state, &free_state,
 												SLOT_FILLING))
 				continue;
@@ -1751,7 +1751,7 @@ tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
 			pg_write_barrier();
 			set_bucket_head(bucket, slot);
 			pg_atomic_write_u32(&s->state, SLOT_HASHED | SLOT_USAGE_ONE);
-			published[i] = true;
+			published[at] = true;
 			done++;
 		}
 		pg_atomic_fetch_sub_u32(&Map->used_slots.value,
