@@ -82,6 +82,9 @@ typedef struct BpextControl
 	char		last_error[256];
 	TimestampTz last_error_time;
 	TimestampTz config_applied_at;	/* the worker's last reconfiguration */
+	pg_atomic_uint64 worker_progress_at;	/* the last time the worker
+											 * reported progress
+											 * (bpext_progress_update) */
 	int			applied_size_mb;	/* bpext.size it acted on */
 	char		applied_path[MAXPGPATH];	/* bpext.path it acted on */
 	Latch	   *worker_latch;	/* set to wake the worker, or NULL */

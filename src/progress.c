@@ -211,6 +211,11 @@ bpext_progress_update(uint64 done)
 	write_begin(my_slot);
 	my_slot->done = done;
 	write_end(my_slot);
+
+	/* A reconfiguration that takes long is not stuck (reload_and_wait). */
+	if (BpextCtl != NULL && MyProcPid == BpextCtl->worker_pid)
+		pg_atomic_write_u64(&BpextCtl->worker_progress_at,
+							(uint64) GetCurrentTimestamp());
 }
 
 /* How many scan workers help the process. */

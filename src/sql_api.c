@@ -417,6 +417,18 @@ reload_and_wait(const char *path, int size_mb)
 		if (applied)
 			return pg_atomic_read_u32(&BpextCtl->state);
 
+		/*
+		 * A shrink of a large tier can outlast the wait: give up only once
+		 * the worker has reported no progress for as long.
+		 */
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			TimestampTz progress_at = (TimestampTz)
+				pg_atomic_read_u64(&BpextCtl->worker_progress_at);
+
+			if (progress_at > requested)
+				deadline = TimestampTzPlusMilliseconds(progress_at, APPLY_TIMEOUT_MS);
+		}
 		if (GetCurrentTimestamp() >= deadline)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
