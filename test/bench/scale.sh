@@ -419,7 +419,7 @@ measure_size() {   # gb fill
     record pages_reused "$(q "SELECT pages_reused FROM bpext_configuration")"
     timed_sql flush_s "SELECT bpext_flush()"
     drop_database_sweep
-    timed_sql drop_clean_buffers_s "SELECT bpext_drop_clean_buffers()"
+    timed_under_load drop_clean_buffers "SELECT bpext_drop_clean_buffers()"
     stop_server
 }
 

@@ -44,6 +44,7 @@ ROWS = [
     ("prewarm_MB_per_s", "bpext_prewarm (MB/s)", "{:.0f}"),
     ("flush_s", "bpext_flush (s)", "{:.2f}"),
     ("drop_clean_buffers_s", "bpext_drop_clean_buffers (s)", "{:.2f}"),
+    ("drop_clean_buffers_stall_ms", "longest pgbench -S transaction during it (ms)", "{:.1f}"),
     ("drop_database_s", "DROP DATABASE, the sweep included (s)", "{:.2f}"),
 ]
 
