@@ -167,6 +167,12 @@ helper_main(int in, int out, int tier_fd)
 			signal(sig, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	/*
+	 * Out of the worker's process group, which the postmaster signals as a
+	 * whole: the worker alone decides when the helper ends.
+	 */
+	(void) setsid();
 	close_inherited(in, out, tier_fd);
 	PGSharedMemoryDetach();
 
