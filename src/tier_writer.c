@@ -22,13 +22,15 @@
  * for it, and it detaches from shared memory at once, so that a helper
  * stuck in the kernel cannot keep the next postmaster from starting.  It
  * keeps three descriptors: the request pipe, the reply pipe, and the tier
- * file as the worker had it open when it forked, and a region of memory
+ * file (reopened as a description of its own, so that it never holds the
+ * worker's flock), and a region of memory
  * shared with the worker only (mapped anonymously by the worker before the
  * fork, and unmapped by the worker when it abandons the helper, so a
  * helper that wakes up late writes what it was given, never a newer page).
- * One helper serves one file incarnation: when the worker moves to another
- * file, the idle helper is told to go (its request pipe is closed) and the
- * next write forks another.
+ * One helper serves one file incarnation: when the worker lets go of the
+ * file (tier_control.c's release_tier) or moves to another, the idle
+ * helper is told to go (its request pipe is closed) and the next write
+ * forks another.
  *
  * Protocol: the worker copies the data into the region, writes one
  * request (offset, length) and waits for one reply (result, errno); one
@@ -43,9 +45,11 @@
 #include "postgres.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -152,6 +156,42 @@ close_inherited(int keep1, int keep2, int keep3)
 }
 
 /*
+ * In the helper: a descriptor of the tier file with an open file
+ * description of its own (opened by name, and checked to be the same
+ * file), instead of the inherited fd, which is closed.  -1 with errno set
+ * if that fails; every write then fails with it.
+ */
+static int
+reopen_own(int fd)
+{
+	char		link[64];
+	char		path[MAXPGPATH];
+	struct stat inherited;
+	struct stat own_st;
+	int			flags = fcntl(fd, F_GETFL);
+	ssize_t		len;
+	int			own = -1;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	len = readlink(link, path, sizeof(path) - 1);
+	if (flags >= 0 && len > 0 && fstat(fd, &inherited) == 0)
+	{
+		path[len] = '\0';
+		own = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (flags & O_DIRECT));
+		if (own >= 0 &&
+			(fstat(own, &own_st) != 0 || own_st.st_dev != inherited.st_dev ||
+			 own_st.st_ino != inherited.st_ino))
+		{
+			close(own);
+			own = -1;
+			errno = ESTALE;
+		}
+	}
+	close(fd);
+	return own;
+}
+
+/*
  * The helper: PostgreSQL's signal handlers and shared memory are not for
  * it; it only ever calls pwrite and answers.
  */
@@ -178,6 +218,14 @@ helper_main(int in, int out, int tier_fd)
 
 	if (!transfer(out, &pid, sizeof(pid), false))
 		_exit(1);
+
+	/*
+	 * Our own open file description of the tier file: the worker's may
+	 * carry its flock (tier_file.c), which a helper left stuck in the kernel
+	 * must not keep, or the tier could not be enabled on that file again.
+	 */
+	tier_fd = reopen_own(tier_fd);
+
 	for (;;)
 	{
 		WriterRequest req;
@@ -404,7 +452,11 @@ tier_writer_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset)
 	return total;
 }
 
-/* The worker is exiting: let the helper go, killing it if it is stuck. */
+/*
+ * The worker is exiting, or letting go of the tier file: let the helper go
+ * (it exits when it sees its request pipe closed, and with it goes its
+ * descriptor of the file), killing it if it is stuck.
+ */
 void
 tier_writer_stop(void)
 {
