@@ -247,9 +247,9 @@ helper_main(int in, int out, int tier_fd)
  * killed; an idle one exits when it sees its request pipe closed.
  */
 static void
-abandon_helper(bool in_flight)
+abandon_helper(bool stuck)
 {
-	if (in_flight && helper_pid > 0)
+	if (stuck && helper_pid > 0)
 		kill(helper_pid, SIGKILL);
 	if (request_fd >= 0)
 		close(request_fd);
