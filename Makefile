@@ -23,12 +23,14 @@ OBJS = \
 	src/smgr_wrap_aio.o \
 	src/sql_api.o \
 	src/stats.o \
+	src/store_queue.o \
 	src/summary.o \
 	src/tier_control.o \
 	src/tier_file.o \
 	src/tier_io.o \
 	src/tier_map.o \
 	src/tier_scans.o \
+	src/tier_writer.o \
 	src/wait_events.o \
 	src/warm_restart.o \
 	src/worker.o

@@ -17,7 +17,8 @@
  * Shared memory follows pg_stat_statements' two steps: the request hook
  * asks for the size computed by the same function the startup hook uses,
  * and the startup hook initialises the structures under AddinShmemInitLock
- * the first time (BpextControl in bpext.h, the map in tier_map.c).  In the
+ * the first time (BpextControl in bpext.h, the map in tier_map.c, the store
+ * queue in store_queue.c).  In the
  * postmaster it then decides whether the tier starts warm, before any
  * other process exists (warm_restart.c).
  *
@@ -42,6 +43,7 @@
 #include "slot_directory.h"
 #include "smgr_wrap.h"
 #include "stats.h"
+#include "store_queue.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "wait_events.h"
@@ -77,6 +79,7 @@ bpext_shmem_size(void)
 	size = add_size(size, bpext_warm_shmem_size());
 	size = add_size(size, bpext_progress_shmem_size());
 	size = add_size(size, bpext_sizing_shmem_size());
+	size = add_size(size, store_queue_shmem_size());
 	return size;
 }
 
@@ -124,6 +127,7 @@ bpext_shmem_startup(void)
 	bpext_warm_shmem_init(found);
 	bpext_progress_shmem_init(found);
 	bpext_sizing_shmem_init(found);
+	store_queue_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 
 	bpext_register_wait_events();

@@ -117,6 +117,7 @@ extern int	bpext_io_timeout_ms;
 extern bool bpext_log_events;
 extern bool bpext_warm_restart;
 extern char *bpext_min_free_space;
+extern int	bpext_store_queue_pages;
 
 extern void bpext_define_settings(void);
 extern bool bpext_size_fits(int size_mb);

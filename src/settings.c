@@ -40,6 +40,7 @@ int			bpext_io_timeout_ms = 5000;
 bool		bpext_log_events = false;
 bool		bpext_warm_restart = true;
 char	   *bpext_min_free_space = NULL;
+int			bpext_store_queue_pages = 256;
 
 int			bpext_scan_workers = -1;
 bool		bpext_parallel_scan = true;
@@ -266,6 +267,22 @@ bpext_define_settings(void)
 							 PGC_POSTMASTER,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * 256 pages (2 MB): more than a bgwriter round writes by default
+	 * (bgwriter_lru_maxpages = 100) plus what backends write while the
+	 * worker, woken at the first page, copies them out; each entry is
+	 * freed as soon as the worker has copied it, before the tier write.
+	 */
+	DefineCustomIntVariable("bpext.store_queue_pages",
+							"Pages that data-file writes and reads can queue for the tier worker to store.",
+							"Dual writes and read admission copy the page into this shared queue instead of writing the tier themselves; when it is full the page is not stored. 0 stores nothing from data-file writes and reads.",
+							&bpext_store_queue_pages,
+							256,
+							0, 65536,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bpext.push_interval",
 							"Sleep between eviction-push rounds when there was nothing to push.",

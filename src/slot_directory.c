@@ -61,6 +61,7 @@
 #include "postmaster_io.h"
 #include "slot_directory.h"
 #include "tier_file.h"
+#include "tier_writer.h"
 #include "tier_map.h"
 
 /* Chunks written with one pwritev. */
@@ -299,7 +300,7 @@ write_chunks(int fd, uint32 nslots, uint32 first, uint32 n, char *images)
 		iov[i].iov_base = images + (Size) i * BLCKSZ;
 		iov[i].iov_len = BLCKSZ;
 	}
-	return pwritev(fd, iov, n, TIER_DIR_CHUNK_OFFSET(nslots, first));
+	return bpext_tier_pwritev(fd, iov, n, TIER_DIR_CHUNK_OFFSET(nslots, first));
 }
 
 /*

@@ -36,7 +36,7 @@
 #include "compat.h"
 #include "interpose.h"
 #include "smgr_wrap.h"
-#include "tier_io.h"
+#include "store_queue.h"
 #include "tier_map.h"
 
 static void bpext_extend(SMgrRelation reln, ForkNumber forknum,
@@ -53,9 +53,11 @@ BPEXT_ASSERT_WRAPS(bpext_unlink, mdunlink);
 BPEXT_ASSERT_WRAPS(bpext_create, mdcreate);
 
 /*
- * The image just written to a data file is now that file's image: store
- * it in the tier.  The caller has invalidated the block after the write,
- * so the ticket taken here samples the generations of the new image.
+ * The image just written to a data file is now that file's image: queue
+ * it for the tier (store_queue.c: the worker writes it, so that no tier
+ * write happens while the caller holds the buffer's I/O flag and content
+ * lock).  The caller has invalidated the block after the write, so the
+ * ticket taken here samples the generations of the new image.
  */
 void
 bpext_smgr_store_written(const BpextRelFile *rfile, ForkNumber forknum,
@@ -64,7 +66,7 @@ bpext_smgr_store_written(const BpextRelFile *rfile, ForkNumber forknum,
 	TierAdmitTicket ticket;
 
 	if (tier_map_begin_admit(rfile, forknum, blocknum, &ticket))
-		tier_store_page(rfile, forknum, blocknum, image, &ticket,
+		store_queue_put(rfile, forknum, blocknum, image, &ticket,
 						BPEXT_SOURCE_DUAL_WRITE);
 }
 

@@ -46,7 +46,7 @@ extern void bpext_count_data_file_read(SMgrRelation reln, void **buffers,
 extern void bpext_fill_aio_read_wrappers(BpextSmgrWrappers *wrappers);
 #endif
 
-/* Store the image just written to a data file in the tier (dual write). */
+/* Queue the image just written to a data file for the tier (dual write). */
 extern void bpext_smgr_store_written(const BpextRelFile *rfile,
 									 ForkNumber forknum, BlockNumber blocknum,
 									 const char *image);
@@ -74,8 +74,11 @@ bpext_smgr_tracks(SMgrRelation reln)
 
 /*
  * Dual-write this page?  Not from the checkpointer: the pages it writes
- * stay in shared buffers, and are pushed when they are evicted clean.  Not
- * in a critical section either: nothing there should wait on the SSD.
+ * stay in shared buffers, and are pushed when they are evicted clean, so
+ * queueing them would only crowd out the pages the bgwriter and backends
+ * write as they evict.  Not in a critical section either: the queue never
+ * waits, but taking the ticket takes the map's relation lock, and bpext
+ * keeps its work there to the invalidation the invariant needs.
  */
 static inline bool
 bpext_smgr_dual_write_wanted(SMgrRelation reln)

@@ -5,11 +5,12 @@
  *	  per call (PostgreSQL 15: smgr_read, smgr_write).
  *
  *	read		look the page up in the tier; on a hit serve it, else call
- *				mdread (and, with bpext.admission = read, store what md
- *				returned)
+ *				mdread (and, with bpext.admission = read, queue what md
+ *				returned for the tier)
  *	write		invalidate the page before the data file changes, call
- *				mdwrite, then (bpext.write_policy = dual_write) store the
- *				image just written, which is now the file's image
+ *				mdwrite, then (bpext.write_policy = dual_write) queue the
+ *				image just written, which is now the file's image, for the
+ *				worker to store (store_queue.c)
  *
  * The protocol (invalidate before and after a write, tickets before a
  * copy) is smgr_wrap.c's; these functions never raise an error of their
@@ -29,6 +30,7 @@
 
 #include "descriptors.h"
 #include "sizing.h"
+#include "store_queue.h"
 #include "tier_io.h"
 #include "tier_map.h"
 
@@ -98,7 +100,7 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		}
 		PG_END_TRY();
 		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
-		tier_store_page(rfile, forknum, blocknum, buffer, &ticket,
+		store_queue_put(rfile, forknum, blocknum, buffer, &ticket,
 						BPEXT_SOURCE_READ);
 	}
 	else

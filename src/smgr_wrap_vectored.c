@@ -12,10 +12,12 @@
  *				io_combine_limit blocks, so one call often mixes hits and
  *				misses; a run of misses ends at the next block the tier
  *				holds, so the data file is read in as few calls as the hits
- *				allow, and never one call per block.
+ *				allow, and never one call per block.  (Stores are queued for
+ *				the worker: store_queue.c.)
  *	writev		invalidate the blocks before the data file changes, call
  *				mdwritev, invalidate them again, then (bpext.write_policy =
- *				dual_write) store the image of a single-block write.
+ *				dual_write) queue the image of a single-block write for the
+ *				worker to store (store_queue.c).
  *				Several-block writes (which 17's own code does not issue:
  *				FlushBuffer and the bulk writer write one block per call)
  *				are only invalidated.
@@ -47,6 +49,7 @@
 
 #include "descriptors.h"
 #include "sizing.h"
+#include "store_queue.h"
 #include "tier_io.h"
 #include "tier_map.h"
 
@@ -82,7 +85,7 @@ invalidate_blocks(const BpextRelFile *rfile, ForkNumber forknum,
  * Read nblocks consecutive blocks from the data file with one mdreadv.
  * With admission (at most BPEXT_MAX_MISS_RUN blocks), each page's ticket
  * is taken before the read, so that a write racing the read makes the copy
- * unpublishable, and the pages are stored after it.  Each page's
+ * unpublishable, and the pages are queued for the tier after it.  Each page's
  * read_microsec is the time of the read that brought it in.
  */
 void
@@ -137,7 +140,7 @@ bpext_read_from_data_file(SMgrRelation reln, ForkNumber forknum,
 	if (any_admitted)
 		for (i = 0; i < nblocks; i++)
 			if (admitted[i])
-				tier_store_page(rfile, forknum, blocknum + i, buffers[i],
+				store_queue_put(rfile, forknum, blocknum + i, buffers[i],
 								&tickets[i], BPEXT_SOURCE_READ);
 }
 

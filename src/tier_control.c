@@ -42,6 +42,7 @@
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
+#include "tier_writer.h"
 #include "warm_restart.h"
 
 /* The worker's hold on the file while the tier is enabled. */
@@ -136,6 +137,7 @@ release_tier(void)
 	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
 	slot_directory_forget();
 	tier_file_close_local();
+	tier_writer_stop();			/* its descriptor of the file, too */
 }
 
 /*

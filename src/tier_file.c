@@ -47,6 +47,7 @@
 #include "bpext.h"
 #include "test_hooks.h"
 #include "tier_file.h"
+#include "tier_writer.h"
 
 #define TIER_MAGIC			"BPEXTIER"
 #define TIER_FORMAT_VERSION	1
@@ -662,7 +663,8 @@ tier_file_write_pages(uint32 first_slot, int npages, char *const *pages,
 				n++;
 			}
 		}
-		written = pwritev(fd, iov, n, TIER_SLOT_OFFSET(first_slot + done));
+		written = bpext_tier_pwritev(fd, iov, n,
+									 TIER_SLOT_OFFSET(first_slot + done));
 		if (written != (ssize_t) n * BLCKSZ)
 		{
 			if (written >= 0)

@@ -14,7 +14,8 @@
  * been under way for longer than bpext.io_timeout.
  *
  * Stores take a ticket (tier_map_begin_admit) before the page is copied and
- * publish after it is written; see tier_map.c for why that is enough to
+ * publish after it is written (smgr calls do not store: they queue the
+ * page and its ticket for the worker, store_queue.c); see tier_map.c for why that is enough to
  * never publish a page that changed meanwhile.  Publication also names the
  * file incarnation the write went to, so a write that outlasted a switch
  * to another file is never published into the new one's map.  A store
@@ -23,8 +24,7 @@
  *
  * Locking: none of its own; tier_map.c's locks protect the map, and every
  * process has its own descriptor for the file.  No errors are raised and
- * nothing is allocated on the read and single-store paths, which run
- * inside smgr calls.
+ * nothing is allocated on the read path, which runs inside smgr calls.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -42,7 +42,7 @@
 #include "tier_io.h"
 #include "wait_events.h"
 
-/* An aligned page for tier_store_page; static so that no smgr call
+/* An aligned page for tier_private_page; static so that no smgr call
  * allocates. */
 static union
 {
@@ -51,8 +51,9 @@ static union
 }			store_space;
 
 /*
- * This process's aligned scratch page, for a page on its way into the
- * tier.  One page: only one store is under way in a process at a time.
+ * This process's aligned scratch page, for the image a dual write writes
+ * to its data file and then queues for the tier.  One page: only one
+ * write is under way in a process at a time.
  */
 char *
 tier_private_page(void)
@@ -199,56 +200,6 @@ tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,
 	return read_current_page(rfile, fork, block, buffer, false, NULL);
 }
 
-/*
- * Write one page, for which the caller holds a ticket, into a fresh slot
- * and publish it.  Consumes the ticket.
- */
-void
-tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
-				BlockNumber block, const char *page, TierAdmitTicket *ticket,
-				BpextAdmitSource source)
-{
-	char	   *copy = tier_private_page();
-	uint32		slot;
-	uint32		incarnation;
-	instr_time	start;
-	pg_crc32c	crc;
-
-	if (!bpext_io_watch_check() || !tier_file_ready() ||
-		(slot = tier_map_alloc_slot()) == TIER_INVALID_INDEX)
-	{
-		tier_map_cancel_admit(ticket);
-		return;
-	}
-
-	/*
-	 * Work on a private copy (unless the caller already did): the CRC must
-	 * describe exactly the bytes that reach the tier.
-	 */
-	if (page != copy)
-		memcpy(copy, page, BLCKSZ);
-	crc = tier_page_crc(rfile, fork, block, copy);
-
-	INSTR_TIME_SET_CURRENT(start);
-	if (!write_pages(slot, 1, &copy, &incarnation))
-	{
-		int			save_errno = errno;
-
-		tier_map_free_slot(slot);
-		tier_map_cancel_admit(ticket);
-		if (incarnation != 0)
-		{
-			BPEXT_COUNT(io_errors, 1);
-			bpext_tier_fail("could not write to the tier file", save_errno);
-		}
-		return;
-	}
-	BPEXT_COUNT(write_time_us, bpext_microseconds_since(start));
-	BPEXT_COUNT(page_writes, 1);
-	if (tier_map_publish(ticket, slot, crc, incarnation))
-		BPEXT_COUNT(admitted[source], 1);
-}
-
 /* A batch of capacity aligned pages, in TopMemoryContext. */
 TierBatch *
 tier_batch_create(int capacity, BpextAdmitSource source)
@@ -288,6 +239,22 @@ tier_batch_begin(TierBatch *batch, const BpextRelFile *rfile,
 	Assert(i < batch->capacity);
 	if (!tier_map_begin_admit(rfile, fork, block, &batch->tickets[i]))
 		return NULL;
+	batch->pending++;
+	return batch->pages[i];
+}
+
+/*
+ * Take over a ticket someone else took (a page from the store queue) and
+ * return the buffer to copy its page into; the page is pending until
+ * added.
+ */
+char *
+tier_batch_adopt(TierBatch *batch, const TierAdmitTicket *ticket)
+{
+	int			i = batch->npages + batch->pending;
+
+	Assert(i < batch->capacity);
+	batch->tickets[i] = *ticket;
 	batch->pending++;
 	return batch->pages[i];
 }

@@ -2,7 +2,7 @@
  *
  * tier_io.h
  *	  Moving pages between PostgreSQL and the tier: serving a read,
- *	  storing one page, storing a batch.
+ *	  storing a batch.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -38,13 +38,11 @@ extern bool tier_will_miss(const BpextRelFile *rfile, ForkNumber fork,
 						   BlockNumber block);
 extern bool tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,
 							  BlockNumber block, char *buffer);
-extern void tier_store_page(const BpextRelFile *rfile, ForkNumber fork,
-							BlockNumber block, const char *page,
-							TierAdmitTicket *ticket, BpextAdmitSource source);
 
 extern TierBatch *tier_batch_create(int capacity, BpextAdmitSource source);
 extern char *tier_batch_begin(TierBatch *batch, const BpextRelFile *rfile,
 							  ForkNumber fork, BlockNumber block);
+extern char *tier_batch_adopt(TierBatch *batch, const TierAdmitTicket *ticket);
 extern void tier_batch_add(TierBatch *batch, const BpextRelFile *rfile,
 						   ForkNumber fork, BlockNumber block);
 extern void tier_batch_cancel_pending(TierBatch *batch);

@@ -2,8 +2,9 @@
  *
  * worker.c
  *	  The bpext background worker: applies bpext.path and bpext.size,
- *	  watches the tier file and the age of tier I/O under way, and pushes
- *	  clean pages into the tier ahead of the clock sweep.
+ *	  watches the tier file and the age of tier I/O under way, stores the
+ *	  pages that data-file writes and reads queued (store_queue.c), and
+ *	  pushes clean pages into the tier ahead of the clock sweep.
  *
  * One static worker, started once the server is consistent (a hot standby
  * uses its tier while it replays WAL, see db_hooks.c).  Between push rounds
@@ -11,6 +12,10 @@
  * stands still, and less, down to not at all, the faster the hand moves
  * (evict_push.c).  A configuration reload (SIGHUP) makes it re-apply the tier
  * settings; bpext_enable() and friends wait for it to have done so.
+ *
+ * Every tier write the worker makes goes through a helper process that it
+ * stops waiting for after bpext.io_timeout (tier_writer.c), so that a hung
+ * device cannot keep the worker, and with it the server's shutdown, stuck.
  *
  * If the worker dies, the postmaster restarts it after a second; the new
  * incarnation finds the tier in whatever state the old one left, throws
@@ -38,9 +43,11 @@
 #include "bpext.h"
 #include "evict_push.h"
 #include "io_watch.h"
+#include "store_queue.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
+#include "tier_writer.h"
 #include "wait_events.h"
 #include "warm_restart.h"
 #include "worker.h"
@@ -91,6 +98,8 @@ worker_detach(int code, Datum arg)
 	bpext_abort_buffer_io();
 	UnlockBuffers();
 	bpext_push_abandon();
+	store_queue_abandon();
+	tier_writer_stop();
 	if (CurrentResourceOwner != NULL)
 		ResourceOwnerRelease(CurrentResourceOwner,
 							 RESOURCE_RELEASE_BEFORE_LOCKS, false, true);
@@ -172,7 +181,11 @@ bpext_worker_main(Datum main_arg)
 	LWLockRelease(BpextCtl->control_lock);
 	before_shmem_exit(worker_detach, 0);
 
+	/* Every tier write of this process goes through a helper process. */
+	tier_writer_enable();
+
 	bpext_warm_log_decision();
+	store_queue_recover();
 	forget_previous_worker();
 	bpext_apply_configuration();
 
@@ -181,6 +194,7 @@ bpext_worker_main(Datum main_arg)
 		TimestampTz now;
 		long		naptime;
 		bool		loading;
+		bool		more_queued;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -213,6 +227,9 @@ bpext_worker_main(Datum main_arg)
 		if (BpextCtl->nsweeps > 0)
 			bpext_run_requested_sweeps();
 
+		/* Pages data-file writes and reads queued for the tier. */
+		more_queued = store_queue_drain();
+
 		/* A warm start's saved map, a piece per round, without sleeping. */
 		loading = bpext_tier_warm_load_step();
 
@@ -223,7 +240,7 @@ bpext_worker_main(Datum main_arg)
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 loading ? 0 : naptime,
+						 loading || more_queued ? 0 : naptime,
 						 BPEXT_WAIT_EVENT(BPEXT_WAIT_WORKER_MAIN));
 		ResetLatch(MyLatch);
 	}

@@ -1,0 +1,464 @@
+/*-------------------------------------------------------------------------
+ *
+ * tier_writer.c
+ *	  The bpext worker's tier writes, done by a helper process that the
+ *	  worker can walk away from when the device hangs.
+ *
+ * Since the store queue (store_queue.c), the bpext worker does every tier
+ * write: the pages backends and the startup process wrote to data files
+ * (dual writes, read admission), the pages it pushes ahead of the clock
+ * sweep, and the slot directory.  A write to a device that hangs instead
+ * of failing (a stuck NVMe controller, fsfreeze, a suspended device-mapper
+ * table) never returns, and a process in it cannot exit: a worker stuck
+ * there would keep the postmaster's shutdown waiting for it for ever.  So
+ * the worker hands each write to a helper process and waits for the
+ * answer at most bpext.io_timeout.  A helper that has not answered by then
+ * is abandoned: the tier goes to ERROR with one WARNING (bpext_tier_fail),
+ * the helper is sent SIGKILL (which ends it as soon as the kernel lets
+ * go), and the worker goes on; a later write gets a new helper.
+ *
+ * As in postmaster_io.c, the helper is a grandchild (the worker's child
+ * forks it and exits at once), so no PostgreSQL process ever has to wait
+ * for it, and it detaches from shared memory at once, so that a helper
+ * stuck in the kernel cannot keep the next postmaster from starting.  It
+ * keeps three descriptors: the request pipe, the reply pipe, and the tier
+ * file (reopened as a description of its own, so that it never holds the
+ * worker's flock), and a region of memory
+ * shared with the worker only (mapped anonymously by the worker before the
+ * fork, and unmapped by the worker when it abandons the helper, so a
+ * helper that wakes up late writes what it was given, never a newer page).
+ * One helper serves one file incarnation: when the worker lets go of the
+ * file (tier_control.c's release_tier) or moves to another, the idle
+ * helper is told to go (its request pipe is closed) and the next write
+ * forks another.
+ *
+ * Protocol: the worker copies the data into the region, writes one
+ * request (offset, length) and waits for one reply (result, errno); one
+ * request at a time.  The helper makes exactly one pwrite per request, so
+ * that a short write reaches the caller as it would have.  Nothing here is
+ * called from smgr code; it runs only in the bpext worker.
+ *
+ * Copyright (c) 2026, bpext developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/pg_shmem.h"
+#include "storage/pmsignal.h"
+
+#include "bpext.h"
+#include "tier_writer.h"
+
+/*
+ * The shared region: the largest write the worker makes in one call (a
+ * tier_file_write_pages run of 64 pages; the slot directory writes 32
+ * chunks at most).  Larger writes go through it in pieces.
+ */
+#define REGION_BYTES		((Size) BLCKSZ * 64)
+
+/* How often the worker looks up from waiting for an answer. */
+#define POLL_INTERVAL_MS	100
+
+typedef struct WriterRequest
+{
+	off_t		offset;
+	size_t		len;
+} WriterRequest;
+
+typedef struct WriterReply
+{
+	ssize_t		result;
+	int			save_errno;
+} WriterReply;
+
+static bool writer_enabled = false;
+static pid_t helper_pid = 0;
+static int	request_fd = -1;	/* the worker's end of each pipe */
+static int	reply_fd = -1;
+static char *region = NULL;
+static uint32 helper_incarnation = 0;
+static bool in_flight = false;	/* a request has no answer yet */
+
+/* This process (the bpext worker) writes through a helper from now on. */
+void
+tier_writer_enable(void)
+{
+	writer_enabled = true;
+}
+
+bool
+tier_writer_enabled(void)
+{
+	return writer_enabled;
+}
+
+static uint64
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Read or write exactly len bytes; false on EOF or error. */
+static bool
+transfer(int fd, void *buf, size_t len, bool reading)
+{
+	char	   *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n = reading ? read(fd, p, len) : write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return false;
+		p += n;
+		len -= n;
+	}
+	return true;
+}
+
+/* In the helper: close every inherited descriptor but these three. */
+static void
+close_inherited(int keep1, int keep2, int keep3)
+{
+	DIR		   *dir = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (dir == NULL)
+		return;
+	while ((de = readdir(dir)) != NULL)
+	{
+		int			fd = atoi(de->d_name);
+
+		if (de->d_name[0] == '.' || fd <= 2 || fd == keep1 || fd == keep2 ||
+			fd == keep3 || fd == dirfd(dir))
+			continue;
+		close(fd);
+	}
+	closedir(dir);
+}
+
+/*
+ * In the helper: a descriptor of the tier file with an open file
+ * description of its own (opened by name, and checked to be the same
+ * file), instead of the inherited fd, which is closed.  -1 with errno set
+ * if that fails; every write then fails with it.
+ */
+static int
+reopen_own(int fd)
+{
+	char		link[64];
+	char		path[MAXPGPATH];
+	struct stat inherited;
+	struct stat own_st;
+	int			flags = fcntl(fd, F_GETFL);
+	ssize_t		len;
+	int			own = -1;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	len = readlink(link, path, sizeof(path) - 1);
+	if (flags >= 0 && len > 0 && fstat(fd, &inherited) == 0)
+	{
+		path[len] = '\0';
+		own = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (flags & O_DIRECT));
+		if (own >= 0 &&
+			(fstat(own, &own_st) != 0 || own_st.st_dev != inherited.st_dev ||
+			 own_st.st_ino != inherited.st_ino))
+		{
+			close(own);
+			own = -1;
+			errno = ESTALE;
+		}
+	}
+	close(fd);
+	return own;
+}
+
+/*
+ * The helper: PostgreSQL's signal handlers and shared memory are not for
+ * it; it only ever calls pwrite and answers.
+ */
+static void
+helper_main(int in, int out, int tier_fd)
+{
+	sigset_t	none;
+	pid_t		pid = getpid();
+	int			sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	/*
+	 * Out of the worker's process group, which the postmaster signals as a
+	 * whole: the worker alone decides when the helper ends.
+	 */
+	(void) setsid();
+	close_inherited(in, out, tier_fd);
+	PGSharedMemoryDetach();
+
+	if (!transfer(out, &pid, sizeof(pid), false))
+		_exit(1);
+
+	/*
+	 * Our own open file description of the tier file: the worker's may
+	 * carry its flock (tier_file.c), which a helper left stuck in the kernel
+	 * must not keep, or the tier could not be enabled on that file again.
+	 */
+	tier_fd = reopen_own(tier_fd);
+
+	for (;;)
+	{
+		WriterRequest req;
+		WriterReply reply;
+
+		if (!transfer(in, &req, sizeof(req), true))
+			_exit(0);			/* the worker let go of us */
+		do
+			reply.result = pwrite(tier_fd, region, req.len, req.offset);
+		while (reply.result < 0 && errno == EINTR);
+		reply.save_errno = reply.result < 0 ? errno : 0;
+		if (!transfer(out, &reply, sizeof(reply), false))
+			_exit(0);
+	}
+}
+
+/*
+ * Let go of the helper.  If it is in the middle of a write (stuck), it is
+ * killed; an idle one exits when it sees its request pipe closed.
+ */
+static void
+abandon_helper(bool stuck)
+{
+	if (stuck && helper_pid > 0)
+		kill(helper_pid, SIGKILL);
+	if (request_fd >= 0)
+		close(request_fd);
+	if (reply_fd >= 0)
+		close(reply_fd);
+	if (region != NULL)
+		munmap(region, REGION_BYTES);
+	request_fd = reply_fd = -1;
+	region = NULL;
+	helper_pid = 0;
+	in_flight = false;
+}
+
+/* Start a helper writing to tier_fd.  False (nothing held) if we cannot. */
+static bool
+spawn_helper(int tier_fd, uint32 incarnation)
+{
+	int			to_helper[2];
+	int			from_helper[2];
+	pid_t		child;
+	int			status;
+
+	region = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (region == MAP_FAILED)
+	{
+		region = NULL;
+		return false;
+	}
+	if (pipe(to_helper) != 0)
+	{
+		abandon_helper(false);
+		return false;
+	}
+	if (pipe(from_helper) != 0)
+	{
+		close(to_helper[0]);
+		close(to_helper[1]);
+		abandon_helper(false);
+		return false;
+	}
+	fflush(NULL);
+	child = fork();
+	if (child == 0)
+	{
+		if (fork() == 0)
+			helper_main(to_helper[0], from_helper[1], tier_fd);
+		_exit(0);
+	}
+	close(to_helper[0]);
+	close(from_helper[1]);
+	request_fd = to_helper[1];
+	reply_fd = from_helper[0];
+	if (child < 0)
+	{
+		abandon_helper(false);
+		return false;
+	}
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!transfer(reply_fd, &helper_pid, sizeof(helper_pid), true))
+	{
+		helper_pid = 0;
+		abandon_helper(false);
+		return false;
+	}
+	helper_incarnation = incarnation;
+	return true;
+}
+
+/*
+ * Hand one write of len bytes (already in the region) to the helper and
+ * wait for its answer, at most bpext.io_timeout.  The wait does not end
+ * for a shutdown request unless there is no timeout: a write that is
+ * merely under way answers within microseconds.
+ */
+static ssize_t
+helper_write(size_t len, off_t offset)
+{
+	WriterRequest req = {.offset = offset,.len = len};
+	WriterReply reply;
+	uint64		start = now_ms();
+
+	if (!transfer(request_fd, &req, sizeof(req), false))
+	{
+		abandon_helper(false);
+		errno = EIO;
+		return -1;
+	}
+	in_flight = true;
+	for (;;)
+	{
+		struct pollfd pfd = {.fd = reply_fd,.events = POLLIN};
+		uint64		elapsed;
+		int			n;
+
+		n = poll(&pfd, 1, POLL_INTERVAL_MS);
+		if (n > 0)
+		{
+			if (!transfer(reply_fd, &reply, sizeof(reply), true))
+			{
+				/* It died without an answer. */
+				abandon_helper(false);
+				errno = EIO;
+				return -1;
+			}
+			in_flight = false;
+			errno = reply.save_errno;
+			return reply.result;
+		}
+		if (n < 0 && errno != EINTR)
+		{
+			abandon_helper(true);
+			errno = EIO;
+			return -1;
+		}
+		if (!PostmasterIsAlive())
+		{
+			abandon_helper(true);
+			proc_exit(1);
+		}
+		elapsed = now_ms() - start;
+		if (bpext_io_timeout_ms > 0 && elapsed >= (uint64) bpext_io_timeout_ms)
+		{
+			char		what[200];
+
+			snprintf(what, sizeof(what),
+					 "a tier write in process %d has not returned after %llu ms (bpext.io_timeout is %d ms)",
+					 (int) helper_pid, (unsigned long long) elapsed,
+					 bpext_io_timeout_ms);
+			abandon_helper(true);
+			bpext_tier_fail(what, 0);
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ERROR)
+		{
+			/* Someone saw it hang first (io_watch.c), or another failure. */
+			abandon_helper(true);
+			errno = EIO;
+			return -1;
+		}
+		if (bpext_io_timeout_ms <= 0 && ProcDiePending)
+		{
+			abandon_helper(true);
+			errno = EINTR;
+			return -1;
+		}
+	}
+}
+
+/*
+ * pwritev through the helper: same result, errno and short-write
+ * behaviour as pwritev on fd, which must be a descriptor of the current
+ * tier file.  Falls back to writing directly if no helper can be started.
+ */
+ssize_t
+tier_writer_pwritev(int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	uint32		incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
+	ssize_t		total = 0;
+	size_t		filled = 0;
+	int			i;
+
+	if (helper_pid > 0 && helper_incarnation != incarnation)
+		abandon_helper(false);
+	if (helper_pid == 0 && !spawn_helper(fd, incarnation))
+		return pwritev(fd, iov, iovcnt, offset);
+
+	for (i = 0; i <= iovcnt; i++)
+	{
+		size_t		len = i < iovcnt ? iov[i].iov_len : 0;
+		size_t		done_here = 0;
+
+		for (;;)
+		{
+			size_t		take = Min(REGION_BYTES - filled, len - done_here);
+			ssize_t		n;
+
+			if (take > 0)
+				memcpy(region + filled, (char *) iov[i].iov_base + done_here,
+					   take);
+			filled += take;
+			done_here += take;
+
+			/* Send when the region is full, and what is left at the end. */
+			if (filled < REGION_BYTES && (i < iovcnt || filled == 0))
+				break;
+			n = helper_write(filled, offset + total);
+			if (n < 0)
+				return total > 0 ? total : -1;
+			total += n;
+			if ((size_t) n < filled)
+				return total;	/* short: the caller decides */
+			filled = 0;
+			if (done_here == len)
+				break;
+		}
+	}
+	return total;
+}
+
+/*
+ * The worker is exiting, or letting go of the tier file: let the helper go
+ * (it exits when it sees its request pipe closed, and with it goes its
+ * descriptor of the file), killing it if it is stuck.
+ */
+void
+tier_writer_stop(void)
+{
+	abandon_helper(in_flight);
+}
