@@ -1121,6 +1121,20 @@ decide(void)
 		return;
 	}
 
+	/*
+	 * Nothing left to load (a copied data directory, say: every file is
+	 * another): say so as a cold start, not as a warm start of no pages.
+	 */
+	if (result->nrels == 0 && result->changed > 0)
+	{
+		snprintf(why, sizeof(why),
+				 "the files of every saved relation fork changed while the server was down (first %s)",
+				 result->changed_example);
+		start_cold(why, true);
+		free(result);
+		return;
+	}
+
 	/* Saved in index order, as tier_map_warm_hold needs them. */
 	rels = (SavedRel *) ((char *) result + sizeof(DecideResult));
 	for (i = 0; i < result->nrels; i++)
