@@ -14,7 +14,8 @@
  * If pg_control says the cluster shut down cleanly (as a primary or as a
  * standby), the postmaster writes the directory chunks the map changed
  * since the worker's last round, then the table of relation entries the
- * directory names (index, identity, generation), fsyncs the file (a
+ * directory names (index, identity, generation) and what each one's
+ * segment files looked like (stat), fsyncs the file (a
  * standby also flushes its data files, sync_data_file_systems), writes a
  * fresh random token into the data directory (WARM_TOKEN_FILE), and last
  * writes the description of the saved map into the file's header block
@@ -34,7 +35,12 @@
  * identifier and CRC: pg_rewind, pg_resetwal, pg_checksums, a restored
  * base backup or a crash all change it), the major version and format
  * are the same, and the data directory's token matches the header's (a
- * copied-back or replaced data directory has none, or an old one).  It
+ * copied-back or replaced data directory has none, or an old one).
+ * Each saved fork's segment files must also still be what the save found
+ * (inode, size, modification and status change times: check_segments),
+ * which catches what changes data files but not pg_control (a pg_rewind
+ * interrupted before it wrote pg_control, files hard-linked with a cluster
+ * that has run); a fork whose files changed is not loaded.  It
  * then consumes the saved map, durably, before anything is served: the
  * header is marked taken (with a nonce the worker checks) and the token
  * file removed, so two servers started from copies of one stopped data
