@@ -69,6 +69,7 @@ cmp_ok($pages, '>', 200, "s has $pages blocks");
 
 sub is_hit { my ($blk) = @_; return int($blk / 4) % 2 == 1; }
 
+# A TID scan of (b,1) for each block b: reads those blocks and no other.
 sub tids
 {
 	my @blocks = @_;
@@ -90,14 +91,23 @@ sub set_admission
 sub lay_out_tier
 {
 	my @hits = grep { is_hit($_) } 0 .. $pages - 1;
-	$node->safe_psql('postgres', 'SELECT bpext_drop_clean_buffers()');
+
+	# Out of shared buffers first, so that no page of s can be pushed into
+	# the tier once it is emptied.
 	$node->safe_psql('postgres', "SELECT pg_buffercache_evict_relation('s')");
+	$node->safe_psql('postgres', 'SELECT bpext_drop_clean_buffers()');
 	set_admission('read');
 	is($node->safe_psql('postgres',
-			'SELECT count(*) FROM s WHERE ctid = ANY (' . tids(@hits) . ')'),
+			'SET enable_seqscan = off; SELECT count(*) FROM s WHERE ctid = ANY (' . tids(@hits) . ')'),
 		scalar(@hits), 'the hit blocks are read, and so admitted');
 	set_admission('evict');
 	$node->safe_psql('postgres', "SELECT pg_buffercache_evict_relation('s')");
+	is( $node->safe_psql('postgres', q{
+			SELECT string_agg(DISTINCT relblocknumber::text, ',' ORDER BY relblocknumber::text)
+			  FROM bpext_buffer_descriptors(false)
+			 WHERE is_in_bpool_extension AND relfilenode = pg_relation_filenode('s')
+			   AND relforknumber = 0}),
+		join(',', sort @hits), 'the tier holds the hit blocks of s, and no other');
 	return;
 }
 
@@ -133,7 +143,7 @@ for my $run (1 .. 4)
 	# staged.
 	my @misses = grep { !is_hit($_) } ($held < 32 ? 0 : $held - 32) .. $held - 1;
 	is($node->safe_psql('postgres',
-			'SELECT count(*) FROM s WHERE ctid = ANY (' . tids(@misses) . ')'),
+			'SET enable_seqscan = off; SELECT count(*) FROM s WHERE ctid = ANY (' . tids(@misses) . ')'),
 		scalar(@misses), "$name: B reads the miss blocks before it");
 
 	# Still held: A waits in the tier read, and has no buffer for a block
