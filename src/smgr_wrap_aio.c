@@ -84,6 +84,15 @@
  * asynchronous data-file read on 18; admission = evict (the default)
  * keeps it.
  *
+ * Staged I/O.  A read stream in batch mode stages its data-file reads and
+ * submits them only when it is done starting reads, and PostgreSQL's rule
+ * is never to wait while holding staged, unsubmitted I/O: another backend
+ * that needs one of those buffers waits for the owner to submit.  A tier
+ * read is a synchronous read in this process (and admission = read's
+ * data-file read too), which a slow or hung device can make long.  So
+ * before the first of them, the reads this process has staged are
+ * submitted (submit_staged_before_reading).
+ *
  * read_microsec is the time of the read that filled the buffer when this
  * process performed it (tier hits, admitted misses, and every miss under
  * io_method = sync, where md performs the read inside smgrstartreadv);
@@ -184,6 +193,22 @@ complete_served_read(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	pgaio_io_start_readv(ioh, completion_fd, (int) nserved, 0);
 }
 
+/*
+ * About to read synchronously in this process (see Staged I/O above):
+ * submit what is staged first, if the tier holds the first block (a read
+ * that goes to md stages its own I/O, and keeps the batch) or if the read
+ * is admission = read's.
+ */
+static inline void
+submit_staged_before_reading(const BpextRelFile *rfile, ForkNumber forknum,
+							 BlockNumber blocknum)
+{
+	if (pgaio_have_staged() &&
+		(bpext_admission == BPEXT_ADMIT_READ ||
+		 tier_map_contains(rfile, forknum, blocknum)))
+		pgaio_submit_staged();
+}
+
 /* A read that starts with a miss: md's own, counted as data-file reads. */
 static void
 start_data_file_read(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
@@ -211,6 +236,7 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (bpext_smgr_serves(reln) && completion_fd >= 0)
 	{
+		submit_staged_before_reading(rfile, forknum, blocknum);
 		while (nserved < nblocks)
 		{
 			uint64		read_us;

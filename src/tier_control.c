@@ -278,6 +278,7 @@ enable_tier(const char *path, uint32 nslots)
 	int			fd;
 	uint64		dev;
 	uint64		ino;
+	uint64		taken_from;
 
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ENABLING);
 	if (bpext_warm_load_pending(path) && enable_tier_warm(path, nslots))
@@ -296,7 +297,7 @@ enable_tier(const char *path, uint32 nslots)
 		pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ERROR);
 		return;
 	}
-	fd = tier_file_open(path, nslots, err, sizeof(err));
+	fd = tier_file_open(path, nslots, &taken_from, err, sizeof(err));
 	if (fd < 0)
 	{
 		record_error(err);
@@ -317,6 +318,12 @@ enable_tier(const char *path, uint32 nslots)
 		pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_ERROR);
 		return;
 	}
+	if (taken_from != 0)
+		ereport(LOG,
+				(errmsg("bpext: took over \"%s\", the tier file of another cluster (system identifier " UINT64_FORMAT "), and started it empty",
+						path, taken_from),
+				 errdetail("No server held its lock; it was left by the cluster this one was upgraded or copied from, or by another cluster given the same bpext.path.")));
+
 	/* A new file, then a new epoch; only then may the map take pages. */
 	take_file(fd, path, nslots, dev, ino, 0);
 	bpext_warm_note_cold_enable();

@@ -12,9 +12,13 @@
  *
  *	- creates it with O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600;
  *	- opens an existing one only if it is a regular file (not a symbolic
- *	  link) that starts with our magic and block size, was made by this
- *	  cluster (system identifier) and is not locked by another server
- *	  (flock, held while the tier is enabled);
+ *	  link) that starts with our magic, format and block size, and is not
+ *	  locked by another server (flock, held while the tier is enabled);
+ *	- takes over, empty, a file that another cluster made (another system
+ *	  identifier: the same bpext.path after pg_upgrade, say) only if its
+ *	  header is intact (CRC) and no server holds its lock: the tier never
+ *	  holds the only copy of anything, and a cluster still using the file
+ *	  holds the lock;
  *	- writes the header with the slot count, then preallocates the slots
  *	  and the slot directory that follows them (slot_directory.c).
  *
@@ -179,13 +183,31 @@ cut_to(int fd, off_t size)
 }
 
 /*
- * Decide whether an existing file may be reused as the tier file.  Only
- * our own files qualify: right magic and block size, same cluster.
+ * Decide whether an existing file may be reused as the tier file.  Our own
+ * files qualify: right magic, format and block size, same cluster.  So
+ * does, if the caller then gets its lock, a bpext tier file of another
+ * cluster whose header is intact: *other_cluster is set to that cluster's
+ * system identifier (0 for our own file).
  */
 static bool
-check_existing(int fd, const char *path, char *err, size_t errlen)
+check_existing(int fd, const char *path, uint64 *other_cluster, char *err,
+			   size_t errlen)
 {
-	return tier_file_check_ours(fd, path, NULL, err, errlen);
+	TierFileHeader hdr;
+
+	*other_cluster = 0;
+	if (tier_file_check_ours(fd, path, NULL, err, errlen))
+		return true;
+
+	/* Only a header that passed every check but the cluster's. */
+	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) ||
+		memcmp(hdr.magic, TIER_MAGIC, sizeof(hdr.magic)) != 0 ||
+		hdr.format_version != TIER_FORMAT_VERSION || hdr.blcksz != BLCKSZ ||
+		hdr.system_identifier == cluster_identifier() ||
+		hdr.system_identifier == 0 || header_crc(&hdr) != hdr.crc)
+		return false;
+	*other_cluster = hdr.system_identifier;
+	return true;
 }
 
 /*
@@ -339,14 +361,20 @@ tier_file_reopen(const char *path, uint64 dev, uint64 ino, uint64 nonce,
 
 /*
  * Open or create the tier file at path, sized for nslots, and lock it.
- * Returns the descriptor, or -1 with a message in err.
+ * Returns the descriptor, or -1 with a message in err.  *taken_from is
+ * set to the system identifier of the cluster whose tier file this was,
+ * if it was another's (check_existing), and to 0 otherwise.
  */
 int
-tier_file_open(const char *path, uint32 nslots, char *err, size_t errlen)
+tier_file_open(const char *path, uint32 nslots, uint64 *taken_from,
+			   char *err, size_t errlen)
 {
 	int			fd;
 	bool		created = false;
+	uint64		other_cluster = 0;
 	int			rc;
+
+	*taken_from = 0;
 
 	if (path[0] != '/')
 	{
@@ -374,7 +402,7 @@ tier_file_open(const char *path, uint32 nslots, char *err, size_t errlen)
 		return -1;
 	}
 
-	if (!created && !check_existing(fd, path, err, errlen))
+	if (!created && !check_existing(fd, path, &other_cluster, err, errlen))
 	{
 		close(fd);
 		return -1;
@@ -382,13 +410,18 @@ tier_file_open(const char *path, uint32 nslots, char *err, size_t errlen)
 
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
 	{
-		if (errno == EWOULDBLOCK)
+		if (errno == EWOULDBLOCK && other_cluster != 0)
+			snprintf(err, errlen,
+					 "\"%s\" is the tier file of another cluster (system identifier " UINT64_FORMAT "), which is using it",
+					 path, other_cluster);
+		else if (errno == EWOULDBLOCK)
 			snprintf(err, errlen, "\"%s\" is in use by another server", path);
 		else
 			snprintf(err, errlen, "could not lock \"%s\": %m", path);
 		close(fd);
 		return -1;
 	}
+	*taken_from = other_cluster;
 	if (!created)
 		(void) fchmod(fd, S_IRUSR | S_IWUSR);
 

@@ -39,10 +39,12 @@
  * Warm restart: the header block also holds, after the file header, the
  * description of the tier map saved at the last clean shutdown: the slot
  * directory, and the table of relation forks its entries name, which
- * follows the directory (warm_restart.c says how it is used).
+ * follows the directory, followed by what each fork's segment files looked
+ * like at the save (warm_restart.c says how they are used).  Version 3
+ * added the segment files; a map saved in an older version reads as none.
  */
 #define TIER_WARM_MAGIC			"BPEXWARM"
-#define TIER_WARM_VERSION		2
+#define TIER_WARM_VERSION		3
 #define TIER_WARM_OFFSET		512
 
 typedef struct TierWarmHeader
@@ -60,9 +62,10 @@ typedef struct TierWarmHeader
 	uint64		nonce;			/* set when a start takes the map */
 	uint64		npages;			/* pages in the map at the save */
 	uint32		nrels;			/* relation forks saved */
-	uint32		rels_crc;		/* of the relation table */
+	uint32		rels_crc;		/* of the relation table and segments */
 	uint64		directory_id;	/* in every current directory chunk */
 	uint64		rels_offset;	/* where the relation table starts */
+	uint32		nsegs;			/* segment files described after it */
 	pg_crc32c	crc;			/* of the fields above */
 } TierWarmHeader;
 
@@ -70,8 +73,8 @@ typedef struct TierWarmHeader
 #define TIER_IO_ALIGN			4096
 
 /* The worker's side: owning the file. */
-extern int	tier_file_open(const char *path, uint32 nslots, char *err,
-						   size_t errlen);
+extern int	tier_file_open(const char *path, uint32 nslots,
+						   uint64 *taken_from, char *err, size_t errlen);
 extern bool tier_file_resize(int fd, uint32 old_nslots, uint32 new_nslots,
 							 char *err, size_t errlen);
 extern bool tier_file_identity(int fd, uint64 *dev, uint64 *ino);

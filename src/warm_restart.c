@@ -14,7 +14,8 @@
  * If pg_control says the cluster shut down cleanly (as a primary or as a
  * standby), the postmaster writes the directory chunks the map changed
  * since the worker's last round, then the table of relation entries the
- * directory names (index, identity, generation), fsyncs the file (a
+ * directory names (index, identity, generation) and what each one's
+ * segment files looked like (stat), fsyncs the file (a
  * standby also flushes its data files, sync_data_file_systems), writes a
  * fresh random token into the data directory (WARM_TOKEN_FILE), and last
  * writes the description of the saved map into the file's header block
@@ -34,7 +35,12 @@
  * identifier and CRC: pg_rewind, pg_resetwal, pg_checksums, a restored
  * base backup or a crash all change it), the major version and format
  * are the same, and the data directory's token matches the header's (a
- * copied-back or replaced data directory has none, or an old one).  It
+ * copied-back or replaced data directory has none, or an old one).
+ * Each saved fork's segment files must also still be what the save found
+ * (inode, size, modification and status change times: check_segments),
+ * which catches what changes data files but not pg_control (a pg_rewind
+ * interrupted before it wrote pg_control, files hard-linked with a cluster
+ * that has run); a fork whose files changed is not loaded.  It
  * then consumes the saved map, durably, before anything is served: the
  * header is marked taken (with a nonce the worker checks) and the token
  * file removed, so two servers started from copies of one stopped data
@@ -107,7 +113,24 @@ typedef struct SavedRel
 	int32		fork;
 	uint32		generation;
 	BlockNumber nblocks;		/* 1 + highest block ever admitted */
+	uint32		nsegs;			/* its SavedSegs, in the segment table */
 } SavedRel;
+
+/*
+ * What one segment file of a saved fork (relpath, relpath.1, ...) looked
+ * like at the save, in the segment table that follows the relation table:
+ * each relation's nsegs entries in turn.  No device number: it may change
+ * across a reboot, which must not cost the warm start.
+ */
+typedef struct SavedSeg
+{
+	uint64		size;
+	uint64		ino;
+	int64		mtime_sec;
+	int64		ctime_sec;
+	uint32		mtime_nsec;
+	uint32		ctime_nsec;
+} SavedSeg;
 
 typedef struct WarmState
 {
@@ -121,6 +144,8 @@ typedef struct WarmState
 	bool		decision_logged;
 	XLogRecPtr	saved_checkpoint;
 	uint32		held_rels;
+	uint32		changed_rels;	/* left out: their files changed */
+	char		changed_example[MAXPGPATH + 64];
 
 	/* A load the postmaster prepared for the worker. */
 	bool		load_pending;
@@ -148,18 +173,55 @@ static bool *step_valid = NULL;
 static bool *step_published = NULL;
 static uint32 *step_scratch = NULL;
 
-/* The CRC of a saved relation table, stored in the warm header. */
+/*
+ * The CRC of a saved relation table and the segment table after it,
+ * stored in the warm header.
+ */
 static pg_crc32c
-saved_rels_crc(const SavedRel *rels, uint32 nrels)
+saved_rels_crc(const SavedRel *rels, uint32 nrels, const SavedSeg *segs,
+			   uint32 nsegs)
 {
 	pg_crc32c	crc;
 
 	INIT_CRC32C(crc);
 	if (nrels > 0)
 		COMP_CRC32C(crc, rels, sizeof(SavedRel) * nrels);
+	if (nsegs > 0)
+		COMP_CRC32C(crc, segs, sizeof(SavedSeg) * nsegs);
 	FIN_CRC32C(crc);
 	return crc;
 }
+
+/* The path of a fork's segment file segno: relpath, relpath.1, ... */
+static void
+segment_path(char *buf, size_t buflen, const char *relpath, uint32 segno)
+{
+	if (segno == 0)
+		strlcpy(buf, relpath, buflen);
+	else
+		snprintf(buf, buflen, "%s.%u", relpath, segno);
+}
+
+/* stat a segment file into *seg; false with errno set if it cannot. */
+static bool
+stat_segment(const char *path, SavedSeg *seg)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return false;
+	memset(seg, 0, sizeof(SavedSeg));
+	seg->size = (uint64) st.st_size;
+	seg->ino = (uint64) st.st_ino;
+	seg->mtime_sec = (int64) st.st_mtim.tv_sec;
+	seg->mtime_nsec = (uint32) st.st_mtim.tv_nsec;
+	seg->ctime_sec = (int64) st.st_ctim.tv_sec;
+	seg->ctime_nsec = (uint32) st.st_ctim.tv_nsec;
+	return true;
+}
+
+/* The most segment files a fork can have: every block number in one. */
+#define WARM_MAX_SEGS	((uint32) (MaxBlockNumber / RELSEG_SIZE + 1))
 
 static const char *
 db_state_name(DBState state)
@@ -356,6 +418,9 @@ typedef struct SaveContext
 	SavedRel   *rels;
 	uint32		nrels;
 	uint32		rels_allocated;
+	SavedSeg   *segs;
+	uint32		nsegs;
+	uint32		segs_allocated;
 } SaveContext;
 
 /*
@@ -373,12 +438,73 @@ has_init_fork(const BpextRelFile *rfile)
 	return maybe;
 }
 
+/* Room for one more segment in the save's segment table. */
+static SavedSeg *
+next_saved_seg(SaveContext *cxt)
+{
+	if (cxt->nsegs == cxt->segs_allocated)
+	{
+		uint32		grown = Max(cxt->segs_allocated * 2, 1024);
+		SavedSeg   *segs = realloc(cxt->segs, sizeof(SavedSeg) * grown);
+
+		if (segs == NULL)
+		{
+			cxt->failed = true;
+			cxt->save_errno = ENOMEM;
+			return NULL;
+		}
+		cxt->segs = segs;
+		cxt->segs_allocated = grown;
+	}
+	return &cxt->segs[cxt->nsegs++];
+}
+
+/*
+ * Describe every segment file of the fork into the segment table: the
+ * next start loads the fork's pages only if they are all still exactly
+ * so (check_segments).  Returns how many, or 0 (and nothing added) if the
+ * fork has no file or one cannot be examined: then it is not saved.
+ */
+static uint32
+save_segments(SaveContext *cxt, const BpextRelFile *rfile, ForkNumber fork)
+{
+	char	   *relpath = bpext_relpath_perm(*rfile, fork);
+	uint32		first = cxt->nsegs;
+	uint32		segno;
+
+	for (segno = 0; segno < WARM_MAX_SEGS; segno++)
+	{
+		char		path[MAXPGPATH];
+		SavedSeg	seg;
+		SavedSeg   *saved;
+
+		segment_path(path, sizeof(path), relpath, segno);
+		if (!stat_segment(path, &seg))
+		{
+			if (segno > 0 && errno == ENOENT)
+				break;
+			cxt->nsegs = first;
+			segno = 0;
+			break;
+		}
+		if ((saved = next_saved_seg(cxt)) == NULL)
+		{
+			segno = 0;
+			break;
+		}
+		*saved = seg;
+	}
+	pfree(relpath);
+	return segno;
+}
+
 static void
 save_rel(uint32 rel, const BpextRelFile *rfile, ForkNumber fork,
 		 uint32 generation, BlockNumber nblocks, void *arg)
 {
 	SaveContext *cxt = (SaveContext *) arg;
 	SavedRel   *saved;
+	uint32		nsegs;
 
 	if (cxt->failed || has_init_fork(rfile))
 		return;
@@ -396,6 +522,8 @@ save_rel(uint32 rel, const BpextRelFile *rfile, ForkNumber fork,
 		cxt->rels = rels;
 		cxt->rels_allocated = grown;
 	}
+	if ((nsegs = save_segments(cxt, rfile, fork)) == 0)
+		return;
 	saved = &cxt->rels[cxt->nrels++];
 	memset(saved, 0, sizeof(SavedRel));
 	saved->index = rel;
@@ -403,6 +531,7 @@ save_rel(uint32 rel, const BpextRelFile *rfile, ForkNumber fork,
 	saved->fork = (int32) fork;
 	saved->generation = generation;
 	saved->nblocks = nblocks;
+	saved->nsegs = nsegs;
 }
 
 /*
@@ -447,6 +576,8 @@ typedef struct SaveJob
 	SlotDirBatch *batch;
 	SavedRel   *rels;
 	uint32		nrels;
+	SavedSeg   *segs;
+	uint32		nsegs;
 	TierWarmHeader warm;
 } SaveJob;
 
@@ -466,6 +597,7 @@ save_to_file(SaveJob *job, char *err, size_t errlen)
 	const char *why = NULL;
 	uint32		nslots;
 	Size		rels_bytes = sizeof(SavedRel) * job->nrels;
+	Size		segs_bytes = sizeof(SavedSeg) * job->nsegs;
 	int			fd;
 
 	fd = open_used_tier_file(job->path, job->dev, job->ino, &why);
@@ -486,6 +618,13 @@ save_to_file(SaveJob *job, char *err, size_t errlen)
 		pwrite(fd, job->rels, rels_bytes, job->warm.rels_offset) != (ssize_t) rels_bytes)
 	{
 		snprintf(err, errlen, "could not write the relation table: %m");
+		return err;
+	}
+	if (segs_bytes > 0 &&
+		pwrite(fd, job->segs, segs_bytes, job->warm.rels_offset + rels_bytes) !=
+		(ssize_t) segs_bytes)
+	{
+		snprintf(err, errlen, "could not write the segment table: %m");
 		return err;
 	}
 	postmaster_io_progress();
@@ -583,21 +722,11 @@ save_map_at_exit(int code, Datum arg)
 	job->ino = BpextCtl->file_ino;
 	job->nslots = slot_directory_nslots();
 
-	/* What the map changed since the worker's last round, and the rels. */
-	job->batch = slot_directory_collect_dirty();
-	memset(&rels, 0, sizeof(rels));
-	tier_map_foreach_rel_at_exit(save_rel, &rels);
-	job->rels = rels.rels;
-	job->nrels = rels.nrels;
-	if (job->batch == NULL || rels.failed)
-	{
-		not_saved("out of memory");
-		goto done;
-	}
-
 	/*
 	 * The data files first, then the token: both durable before the header
-	 * that names the token can be.
+	 * that names the token can be.  And flushed before their segment files
+	 * are described below (on some file systems, NFS for one, a file's
+	 * modification time is the server's when the write reaches it).
 	 */
 	if (control.state == DB_SHUTDOWNED_IN_RECOVERY && !sync_data_file_systems())
 	{
@@ -605,6 +734,21 @@ save_map_at_exit(int code, Datum arg)
 		not_saved(why);
 		goto done;
 	}
+
+	/* What the map changed since the worker's last round, and the rels. */
+	job->batch = slot_directory_collect_dirty();
+	memset(&rels, 0, sizeof(rels));
+	tier_map_foreach_rel_at_exit(save_rel, &rels);
+	job->rels = rels.rels;
+	job->nrels = rels.nrels;
+	job->segs = rels.segs;
+	job->nsegs = rels.nsegs;
+	if (job->batch == NULL || rels.failed)
+	{
+		not_saved("out of memory");
+		goto done;
+	}
+
 	if (!pg_strong_random(&token, sizeof(token)) || !write_token(token))
 	{
 		snprintf(why, sizeof(why), "could not write \"%s\": %m", WARM_TOKEN_FILE);
@@ -623,7 +767,9 @@ save_map_at_exit(int code, Datum arg)
 	job->warm.token = token;
 	job->warm.npages = tier_map_used_slots();
 	job->warm.nrels = job->nrels;
-	job->warm.rels_crc = saved_rels_crc(job->rels, job->nrels);
+	job->warm.nsegs = job->nsegs;
+	job->warm.rels_crc = saved_rels_crc(job->rels, job->nrels, job->segs,
+										job->nsegs);
 	job->warm.directory_id = slot_directory_id();
 	job->warm.rels_offset = TIER_FILE_BYTES(job->nslots);
 
@@ -653,6 +799,7 @@ done:
 	free(result);
 	slot_directory_free_batch(job->batch);
 	free(job->rels);
+	free(job->segs);
 	free(job);
 }
 
@@ -672,8 +819,8 @@ start_cold(const char *reason, bool log)
 
 /*
  * Check the saved map against pg_control, the token and the file.  Fills
- * warm, *nslots and *rels (malloc'd) and returns NULL if it may be
- * reused; otherwise returns why not, in buf.
+ * warm and *rels (malloc'd: the relation table, then the segment table)
+ * and returns NULL if it may be reused; otherwise returns why not, in buf.
  */
 static const char *
 check_saved_map(int fd, const char *path, TierWarmHeader *warm,
@@ -684,6 +831,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	uint64		token;
 	struct stat st;
 	Size		rels_bytes;
+	Size		segs_bytes;
 
 	if (!read_control_file(&control))
 		return "pg_control could not be read";
@@ -725,22 +873,125 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 		return "the data directory is not the one the tier map was saved with";
 	if (warm->nslots != file_nslots)
 		return "the tier file was resized after the map was saved";
+	/* The segment table follows the relation table, aligned. */
+	StaticAssertStmt(sizeof(SavedRel) % MAXIMUM_ALIGNOF == 0,
+					 "SavedRel must keep the segment table aligned");
 	rels_bytes = sizeof(SavedRel) * warm->nrels;
+	segs_bytes = sizeof(SavedSeg) * warm->nsegs;
 	if (fstat(fd, &st) != 0 ||
-		(uint64) st.st_size < warm->rels_offset + rels_bytes ||
+		(uint64) st.st_size < warm->rels_offset + rels_bytes + segs_bytes ||
 		warm->rels_offset != (uint64) TIER_FILE_BYTES(file_nslots))
 		return "the saved tier map is incomplete";
 
-	*rels = malloc(Max(rels_bytes, 1));
+	*rels = malloc(Max(rels_bytes + segs_bytes, 1));
 	if (*rels == NULL)
 		return "out of memory";
-	if (rels_bytes > 0 &&
-		pread(fd, *rels, rels_bytes, warm->rels_offset) != (ssize_t) rels_bytes)
+	if (rels_bytes + segs_bytes > 0 &&
+		pread(fd, *rels, rels_bytes + segs_bytes, warm->rels_offset) !=
+		(ssize_t) (rels_bytes + segs_bytes))
 		return "the saved tier map could not be read";
 	postmaster_io_progress();
-	if (!EQ_CRC32C(saved_rels_crc(*rels, warm->nrels), warm->rels_crc))
+	if (!EQ_CRC32C(saved_rels_crc(*rels, warm->nrels,
+								  (SavedSeg *) (*rels + warm->nrels),
+								  warm->nsegs),
+				   warm->rels_crc))
 		return "the saved tier map is damaged";
 	return NULL;
+}
+
+/*
+ * Is the fork's segment file segno still as the save described it?  NULL
+ * if so, or what changed.
+ */
+static const char *
+segment_changed(const char *relpath, uint32 segno, const SavedSeg *saved,
+				char *path, size_t pathlen)
+{
+	SavedSeg	now;
+
+	segment_path(path, pathlen, relpath, segno);
+	if (!stat_segment(path, &now))
+		return errno == ENOENT ? "it is gone" : "it cannot be examined";
+	if (now.ino != saved->ino)
+		return "it is another file (inode)";
+	if (now.size != saved->size)
+		return "its size changed";
+	if (now.mtime_sec != saved->mtime_sec || now.mtime_nsec != saved->mtime_nsec)
+		return "its modification time changed";
+	if (now.ctime_sec != saved->ctime_sec || now.ctime_nsec != saved->ctime_nsec)
+		return "its status change time changed";
+	return NULL;
+}
+
+/*
+ * Data files that changed while the server was down, with pg_control left
+ * alone: a pg_rewind interrupted after it copied blocks (it writes
+ * pg_control last), or files hard-linked with a cluster that has run
+ * since (pg_upgrade --link, then pg_control.old put back).  Nothing else
+ * touches a data file between the save and this decision: the save runs
+ * after every other process has exited, and the postmaster decides before
+ * it starts any (temporary files are removed, and unlogged relations
+ * reset by the startup process, only later, and neither kind is saved).
+ * So every segment file of a saved fork must be the same file (inode),
+ * with the same size, modification and status change times (to the
+ * nanosecond; the status change time cannot be set back from user space),
+ * and the fork must have no segment more.  A fork that fails is left out:
+ * its relation entry is not held, so none of its pages is loaded, while
+ * the forks whose files are as they were load as usual.  Removes the
+ * failing entries from rels[], in order; returns how many remain, and
+ * counts and describes those left out in result.
+ */
+static uint32
+check_segments(SavedRel *rels, uint32 nrels, const SavedSeg *segs,
+			   uint32 nsegs, uint32 *changed, char *example,
+			   size_t examplelen)
+{
+	uint32		kept = 0;
+	uint32		seg = 0;
+	uint32		i;
+
+	*changed = 0;
+	for (i = 0; i < nrels; i++)
+	{
+		const char *what = NULL;
+		char		path[MAXPGPATH];
+		char	   *relpath;
+		uint32		segno;
+
+		if (rels[i].fork < 0 || rels[i].fork > MAX_FORKNUM ||
+			rels[i].nsegs == 0 || rels[i].nsegs > nsegs - seg)
+		{
+			/* Cannot happen under a matching CRC; leave them all out. */
+			*changed += nrels - i;
+			strlcpy(example, "the saved segment table is inconsistent",
+					examplelen);
+			return kept;
+		}
+		relpath = bpext_relpath_perm(rels[i].rfile, (ForkNumber) rels[i].fork);
+		for (segno = 0; what == NULL && segno < rels[i].nsegs; segno++)
+			what = segment_changed(relpath, segno, &segs[seg + segno],
+								   path, sizeof(path));
+		if (what == NULL && rels[i].nsegs < WARM_MAX_SEGS)
+		{
+			SavedSeg	more;
+
+			segment_path(path, sizeof(path), relpath, rels[i].nsegs);
+			if (stat_segment(path, &more) || errno != ENOENT)
+				what = "it is new";
+		}
+		pfree(relpath);
+		seg += rels[i].nsegs;
+		if (what != NULL)
+		{
+			if ((*changed)++ == 0)
+				snprintf(example, examplelen, "\"%s\": %s", path, what);
+		}
+		else
+			rels[kept++] = rels[i];
+		if (i % 1024 == 1023)
+			postmaster_io_progress();
+	}
+	return kept;
 }
 
 /*
@@ -775,6 +1026,9 @@ typedef struct DecideResult
 	TierWarmHeader warm;
 	uint64		dev;
 	uint64		ino;
+	uint32		nrels;			/* relations sent: those whose files match */
+	uint32		changed;		/* those left out */
+	char		changed_example[MAXPGPATH + 64];
 } DecideResult;
 
 /*
@@ -814,13 +1068,19 @@ decide_in_helper(void *arg)
 	postmaster_io_progress();
 	if (why == NULL && !tier_file_identity(fd, &result.dev, &result.ino))
 		why = "could not stat the tier file";
+	if (why == NULL)
+		result.nrels = check_segments(rels, result.warm.nrels,
+									  (SavedSeg *) (rels + result.warm.nrels),
+									  result.warm.nsegs, &result.changed,
+									  result.changed_example,
+									  sizeof(result.changed_example));
 	if (why != NULL && why != result.why)
 		strlcpy(result.why, why, sizeof(result.why));
 	else if (why == NULL)
 		result.why[0] = '\0';
 	postmaster_io_send(&result, sizeof(result));
-	if (why == NULL && result.warm.nrels > 0)
-		postmaster_io_send(rels, sizeof(SavedRel) * result.warm.nrels);
+	if (why == NULL && result.nrels > 0)
+		postmaster_io_send(rels, sizeof(SavedRel) * result.nrels);
 }
 
 static void
@@ -860,7 +1120,7 @@ decide(void)
 				sizeof(result->why));
 
 	if (!answered || resultlen < sizeof(DecideResult) || result->why[0] != '\0' ||
-		resultlen != sizeof(DecideResult) + sizeof(SavedRel) * result->warm.nrels)
+		resultlen != sizeof(DecideResult) + sizeof(SavedRel) * result->nrels)
 	{
 		if (answered && resultlen >= sizeof(DecideResult) && result->why[0] != '\0')
 			strlcpy(why, result->why, sizeof(why));
@@ -871,9 +1131,23 @@ decide(void)
 		return;
 	}
 
+	/*
+	 * Nothing left to load (a copied data directory, say: every file is
+	 * another): say so as a cold start, not as a warm start of no pages.
+	 */
+	if (result->nrels == 0 && result->changed > 0)
+	{
+		snprintf(why, sizeof(why),
+				 "the files of every saved relation fork changed while the server was down (first %s)",
+				 result->changed_example);
+		start_cold(why, true);
+		free(result);
+		return;
+	}
+
 	/* Saved in index order, as tier_map_warm_hold needs them. */
 	rels = (SavedRel *) ((char *) result + sizeof(DecideResult));
-	for (i = 0; i < result->warm.nrels; i++)
+	for (i = 0; i < result->nrels; i++)
 	{
 		if (rels[i].fork < 0 || rels[i].fork > MAX_FORKNUM)
 			continue;
@@ -894,6 +1168,9 @@ decide(void)
 	Warm->directory_id = result->warm.directory_id;
 	Warm->saved_checkpoint = result->warm.checkpoint;
 	Warm->held_rels = held;
+	Warm->changed_rels = result->changed;
+	strlcpy(Warm->changed_example, result->changed_example,
+			sizeof(Warm->changed_example));
 	Warm->log_decision = true;
 	free(result);
 }
@@ -914,7 +1191,12 @@ bpext_warm_log_decision(void)
 		ereport(LOG,
 				(errmsg("bpext: warm start: reusing the tier map saved at the shutdown checkpoint %X/%X (%llu pages of %u relation forks)",
 						LSN_FORMAT_ARGS(Warm->saved_checkpoint),
-						(unsigned long long) Warm->npages, Warm->held_rels)));
+						(unsigned long long) Warm->npages, Warm->held_rels),
+				 Warm->changed_rels > 0 ?
+				 errdetail_plural("%u saved relation fork is not loaded because its files changed while the server was down (%s).",
+								  "%u saved relation forks are not loaded because their files changed while the server was down (first %s).",
+								  Warm->changed_rels, Warm->changed_rels,
+								  Warm->changed_example) : 0));
 	else
 		ereport(LOG, (errmsg("bpext: cold start: %s", Warm->reason)));
 }

@@ -308,8 +308,10 @@ $node->start;
 check_cold($node, 'original after the copy saved its map', $offset,
 	qr/checkpoint .* is not the one the tier map was saved at/);
 
-# The copy started first takes the map (its files are the original's);
-# the original then finds it used.
+# The copy started first takes the map, but loads none of it: its data
+# files have the original's contents, but are other files (inodes), which
+# the map cannot tell from files rewritten while the server was down.  The
+# original then finds the map used.
 fill_tier($node, 'copy first');
 $node->stop;
 $node->backup_fs_cold('copy2');
@@ -317,7 +319,8 @@ my $copy2 = PostgreSQL::Test::Cluster->new('copy2');
 $copy2->init_from_backup($node, 'copy2');
 $offset = log_offset($copy2);
 $copy2->start;
-check_warm($copy2, 'copy started first', $offset);
+check_cold($copy2, 'copy started first', $offset,
+	qr/the files of every saved relation fork changed while the server was down \(first "[^"]*": it is another file \(inode\)\)/);
 $copy2->stop('immediate');
 $offset = log_offset($node);
 $node->start;
@@ -423,6 +426,124 @@ $offset = log_offset($node);
 $node->start;
 check_cold($node, 'torn map header', $offset,
 	qr/no tier map was saved at the last shutdown/);
+
+# --- data files changed offline, pg_control left alone --------------------------------
+# pg_rewind writes pg_control last: interrupted after it copied blocks, it
+# leaves pg_control at the clean shutdown the map was saved at, and the
+# token in place.  Simulated: one relation's data file is put back, in
+# place (same file, same size), to an older state of the cluster.  The
+# start must serve what that file now holds, not the pages the map saved;
+# the other relations still start warm.
+sub data_file
+{
+	my ($n, $rel) = @_;
+	return $n->data_dir . '/'
+	  . $n->safe_psql('postgres', "SELECT pg_relation_filepath('$rel')");
+}
+
+# Rows updated in place: fillfactor 30 leaves room for HOT updates, so the
+# file keeps its size.
+bpext_load_table($node, 'postgres', 'r', 5000, 1, 'WITH (fillfactor = 30)');
+$node->safe_psql('postgres', 'CHECKPOINT');
+my $r_file = data_file($node, 'r');
+$node->stop;
+my $r_state1 = $node->basedir . '/r.state1';
+copy($r_file, $r_state1) or die "copy: $!";
+$offset = log_offset($node);
+$node->start;
+wait_started($node, $offset);
+$node->safe_psql('postgres', q{
+	UPDATE r SET ver = 2, v = bpext_expected_v(id, 2);
+	VACUUM r;
+	CHECKPOINT;
+});
+is(-s $r_file, -s $r_state1, 'interrupted rewind: both states of r have the same size');
+fill_tier($node, 'interrupted rewind');
+cmp_ok($node->safe_psql('postgres', "SELECT bpext_prewarm('r')"), '>', 0,
+	'interrupted rewind: r is in the tier');
+$node->stop;
+my $r_ino = (stat $r_file)[1];
+copy($r_state1, $r_file) or die "copy: $!";
+is((stat $r_file)[1], $r_ino, 'interrupted rewind: r overwritten in place');
+is(-s $r_file, -s $r_state1, 'interrupted rewind: r has the same size');
+$offset = log_offset($node);
+$node->start;
+check_warm($node, 'interrupted rewind, other relations', $offset);
+like(slurp_file($node->logfile, $offset),
+	qr/warm start: reusing .*\n.*DETAIL:  1 saved relation fork is not loaded because its files changed while the server was down \("[^"]*": its modification time changed\)/,
+	'interrupted rewind: the changed fork is named in the log');
+bpext_check_table($node, 'postgres', 'r', rows => 5000, ver => 1,
+	scan => 'seq', name => 'interrupted rewind');
+is(bpext_stat($node, 'crc_failures'), 0, 'interrupted rewind: no checksum failure');
+$node->safe_psql('postgres', 'DROP TABLE r');
+
+# --- data files hard-linked with a cluster that has run ---------------------------
+# pg_upgrade --link gives the new cluster the old one's data files (the same
+# inodes); if the new cluster runs and pg_control.old is then put back, the
+# old cluster starts at its own clean shutdown while its files hold the
+# new cluster's writes.  Simulated with a copy of the stopped cluster whose
+# files of h are hard links to the original's: the copy runs without
+# bpext, rewrites every row of h and freezes them (so that the original,
+# which never had those transactions, can read them).
+bpext_load_table($node, 'postgres', 'h', 5000, 0);
+$node->safe_psql('postgres', 'CHECKPOINT');
+my %h_file = map { $_ => data_file($node, $_) } ('h', 'h_pkey');
+fill_tier($node, 'hard links');
+cmp_ok($node->safe_psql('postgres', "SELECT bpext_prewarm('h') + bpext_prewarm('h_pkey')"),
+	'>', 0, 'hard links: h is in the tier');
+$node->stop;
+$node->backup_fs_cold('linked');
+my $linked = PostgreSQL::Test::Cluster->new('linked');
+$linked->init_from_backup($node, 'linked');
+for my $rel (keys %h_file)
+{
+	(my $in_copy = $h_file{$rel}) =~ s/^\Q@{[$node->data_dir]}\E/$linked->data_dir/e;
+	unlink($in_copy) or die "unlink $in_copy: $!";
+	link($h_file{$rel}, $in_copy) or die "link: $!";
+}
+without_bpext($linked);
+$linked->safe_psql('postgres', q{
+	UPDATE h SET ver = 9, v = bpext_expected_v(id, 9);
+	VACUUM (FREEZE) h;
+	CHECKPOINT;
+});
+$linked->stop;
+$offset = log_offset($node);
+$node->start;
+check_warm($node, 'hard links, other relations', $offset);
+like(slurp_file($node->logfile, $offset),
+	qr/warm start: reusing .*\n.*DETAIL:  2 saved relation forks are not loaded because their files changed while the server was down/,
+	'hard links: the changed forks are counted in the log');
+bpext_check_table($node, 'postgres', 'h', rows => 5000, ver => 9,
+	scan => 'index', name => 'hard links');
+bpext_check_table($node, 'postgres', 'h', rows => 5000, ver => 9,
+	scan => 'seq', name => 'hard links');
+is(bpext_stat($node, 'crc_failures'), 0, 'hard links: no checksum failure');
+$node->safe_psql('postgres', 'DROP TABLE h');
+
+# --- after pg_upgrade: the old cluster's tier file at the same bpext.path ---------------
+# A tier file of another cluster (another system identifier) that no server
+# holds is taken over, empty, with a LOG line; 003_bad_config checks that
+# one another cluster is using is still refused.
+my $former = bpext_init_node('former', tier_size => '64MB', max_size => '64MB');
+$former->start;
+$former->safe_psql('postgres', 'CREATE EXTENSION bpext');
+ok(bpext_wait_for_state($former, 'enabled'), 'the former cluster has its tier');
+$former->stop;
+$node->stop;
+copy(bpext_tier_path($former), $path) or die "copy: $!";
+$offset = log_offset($node);
+$node->start;
+check_cold($node, "another cluster's tier file", $offset,
+	qr/is the tier file of another cluster/);
+ok($node->log_contains(
+		qr/LOG:  bpext: took over "\Q$path\E", the tier file of another cluster \(system identifier \d+\), and started it empty/,
+		$offset),
+	"another cluster's tier file: taken over with a LOG line");
+fill_tier($node, "another cluster's tier file, taken over");
+$offset = log_offset($node);
+$node->restart;
+check_warm($node, "another cluster's tier file, taken over, restarted", $offset);
 
 # --- pg_rewind: an old primary that went its own way -----------------------------------
 $node->backup('standby');
