@@ -47,9 +47,9 @@
  *	  bpext_drop_clean_buffers in any backend) and when the worker enables
  *	  a file; publication checks it too, and the file incarnation the copy
  *	  was written to.
- *	  Whole-map walks go piece by piece (a sixteenth of a partition's
- *	  buckets under its lock), so that a scan can be split over the worker
- *	  pool.
+ *	  Whole-map walks go piece by piece (a share of a partition's buckets,
+ *	  at most BPEXT_MAP_PIECE_BUCKETS, under its lock), so that a scan can
+ *	  be split over the worker pool and no walk holds a lock for long.
  *	- Every publication and unlinking of a slot is reported to the slot
  *	  directory (slot_directory.c) once the slot's fields are final, so
  *	  that its copy on the SSD is written again.
@@ -86,7 +86,15 @@
 #include "tier_map.h"
 
 #define BPEXT_MAP_PARTITIONS	128
-#define BPEXT_MAP_PIECES_PER_PARTITION	16
+#define BPEXT_MAP_MIN_PIECES_PER_PARTITION	16
+
+/*
+ * Buckets per piece of a whole-map walk at most (about 4096 slots at a
+ * full map), so that a walk holds a partition lock for milliseconds even
+ * at a terabyte: a sixteenth of a partition is 65,000 slots there, and
+ * bpext_drop_clean_buffers held lookups up for seconds.
+ */
+#define BPEXT_MAP_PIECE_BUCKETS	2048
 #define BPEXT_WRITE_COUNTERS	65536	/* power of two */
 
 /* Drop a relation's slots one by one on unlink if it has at most this many
@@ -145,6 +153,7 @@ typedef struct TierMap
 	uint32		nbuckets;		/* power of two */
 	uint32		nrels;
 	uint32		rel_nbuckets;	/* power of two */
+	uint32		pieces_per_partition;	/* power of two */
 	LWLock	   *rel_lock;
 	LWLockPadded *partition_locks;
 	uint32	   *buckets;
@@ -372,6 +381,10 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 		return;
 
 	map_dimensions(max_slots, &Map->nbuckets, &Map->nrels, &Map->rel_nbuckets);
+	Map->pieces_per_partition =
+		pg_nextpower2_32(Max(BPEXT_MAP_MIN_PIECES_PER_PARTITION,
+							 Map->nbuckets / BPEXT_MAP_PARTITIONS /
+							 BPEXT_MAP_PIECE_BUCKETS));
 	Map->max_slots = max_slots;
 	pg_atomic_init_u32(&Map->clock_hand.value, 0);
 	pg_atomic_init_u32(&Map->next_generation.value, 1);
@@ -1180,14 +1193,15 @@ wait_for_publishers(void)
 
 /*
  * The map is walked in pieces so that a scan can be split over the worker
- * pool (scan_pool.c): piece p covers a sixteenth of the buckets of
- * partition p / BPEXT_MAP_PIECES_PER_PARTITION, so each piece takes one
- * partition lock and the pieces of a partition are about equally long.
+ * pool (scan_pool.c): piece p covers a share of the buckets of partition
+ * p / pieces_per_partition (at least a sixteenth, at most
+ * BPEXT_MAP_PIECE_BUCKETS buckets), so each piece takes one partition lock,
+ * briefly, and the pieces of a partition are about equally long.
  */
 uint32
 tier_map_pieces(void)
 {
-	return BPEXT_MAP_PARTITIONS * BPEXT_MAP_PIECES_PER_PARTITION;
+	return BPEXT_MAP_PARTITIONS * Map->pieces_per_partition;
 }
 
 /* The partition of a piece and the bucket range it covers, as bucket
@@ -1195,8 +1209,8 @@ tier_map_pieces(void)
 static int
 piece_buckets(uint32 piece, uint32 *first, uint32 *end)
 {
-	int			part = piece / BPEXT_MAP_PIECES_PER_PARTITION;
-	uint32		sub = piece % BPEXT_MAP_PIECES_PER_PARTITION;
+	int			part = piece / Map->pieces_per_partition;
+	uint32		sub = piece % Map->pieces_per_partition;
 	uint32		per_part = Map->nbuckets / BPEXT_MAP_PARTITIONS;
 
 	/* nbuckets is a power of two of at least 16; partitions 128. */
@@ -1206,8 +1220,10 @@ piece_buckets(uint32 piece, uint32 *first, uint32 *end)
 		*end = (sub == 0 && (uint32) part < Map->nbuckets) ? part + 1 : part;
 		return part;
 	}
-	*first = part + (sub * per_part / BPEXT_MAP_PIECES_PER_PARTITION) * BPEXT_MAP_PARTITIONS;
-	*end = part + ((sub + 1) * per_part / BPEXT_MAP_PIECES_PER_PARTITION) * BPEXT_MAP_PARTITIONS;
+	*first = part + (uint32) ((uint64) sub * per_part / Map->pieces_per_partition) *
+		BPEXT_MAP_PARTITIONS;
+	*end = part + (uint32) ((uint64) (sub + 1) * per_part / Map->pieces_per_partition) *
+		BPEXT_MAP_PARTITIONS;
 	return part;
 }
 
