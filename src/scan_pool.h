@@ -42,8 +42,9 @@ typedef struct BpextScanArgs
 	BpextRelFile rfile;			/* prewarm: the relation fork */
 	ForkNumber	fork;
 	BlockNumber nblocks;
-	uint32		first_slot;		/* shrink: the slots taken away */
-	uint32		end_slot;		/* descriptors, summary: the tier's slots */
+	uint32		first_slot;		/* shrink: the slots taken away; */
+	uint32		end_slot;		/* descriptors, summary: end_slot only,
+								 * the tier's size in slots */
 } BpextScanArgs;
 
 /*
