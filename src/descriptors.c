@@ -13,8 +13,16 @@
  * for buffers that changed meanwhile are left out.  A page being modified
  * at that moment may show slightly stale figures: this is monitoring.
  *
- * Tier pages are listed from the map, one partition at a time under its
- * lock.  Their content columns are NULL unless asked for
+ * Tier pages are listed from the map's slot array in slot order, without
+ * the map's locks (tier_map_foreach_slot), a range of slots per unit of
+ * the scan: at a terabyte (134M pages) following the hash chains cost a
+ * cache miss per row.  Consistency under concurrent change: every tier
+ * row is a page its slot held, current (its relation's generation had
+ * not moved on), at some moment during the scan; a dead page is never
+ * listed.  A page published, evicted or invalidated while the scan runs
+ * may be listed or not, and slots beyond the tier's size when the scan
+ * starts (a shrink in progress) are not listed.  On a quiet tier the
+ * listing is exact.  Their content columns are NULL unless asked for
  * (bpext_buffer_descriptors(true)), which reads each page as a tier read
  * does (the slot pinned, the CRC checked, an I/O error or a mismatch
  * switching the tier off) without counting it as one.
@@ -62,6 +70,12 @@
 PG_FUNCTION_INFO_V1(bpext_buffer_descriptors_1_0);
 
 #define DESCRIPTOR_COLUMNS	20
+
+/*
+ * Tier slots per unit of the scan: a unit's rows (about 100 bytes each)
+ * must fit a worker's output buffer.
+ */
+#define DESCRIPTOR_SLOTS_PER_UNIT	1024
 
 /* Magic number in a sequence page's special space (sequence.c). */
 #define SEQUENCE_PAGE_MAGIC	0x1717
@@ -378,83 +392,70 @@ put_shared_buffer(BpextScan *scan, int i)
 }
 
 /*
- * Tier rows are collected first, one map piece at a time: no tier I/O
- * under the map's locks.  The array is kept for the next piece.
+ * The row of one tier page, as tier_map_foreach_slot hands it over (no
+ * map lock is held): its content columns only if asked for, read back as
+ * a tier read does.
  */
-typedef struct TierRows
+typedef struct TierRowsArg
 {
-	TierPageInfo *pages;
-	int			n;
-	int			capacity;
-} TierRows;
+	BpextScan  *scan;
+	bool		with_contents;
+	char	   *page;			/* aligned buffer for with_contents */
+	uint64		listed;
+} TierRowsArg;
 
 static void
-collect_tier_page(const TierPageInfo *info, void *arg)
+put_tier_page(const TierPageInfo *info, void *arg)
 {
-	TierRows   *rows = (TierRows *) arg;
+	TierRowsArg *ta = (TierRowsArg *) arg;
+	DescriptorRow row;
 
-	if (rows->n == rows->capacity)
+	memset(&row, 0, sizeof(row));
+	row.in_tier = true;
+	row.numa_node = -1;
+	row.bufferid = info->slot;
+	row.rfile = info->rfile;
+	row.fork = info->fork;
+	row.block = info->block;
+	row.usage = info->usage;
+	row.pins = info->pins;
+
+	/*
+	 * A page that cannot be read back intact shows no facts (and if the
+	 * tier is damaged, the read switches it off).
+	 */
+	if (ta->with_contents &&
+		tier_inspect_page(&info->rfile, info->fork, info->block, ta->page))
 	{
-		rows->capacity *= 2;
-		rows->pages = repalloc_huge(rows->pages,
-									sizeof(TierPageInfo) * rows->capacity);
+		row.has_facts = true;
+		row.facts = classify_page(ta->page, info->fork);
 	}
-	rows->pages[rows->n++] = *info;
+	put_row(ta->scan, &row);
+	ta->listed++;
 }
 
-/* The rows of one piece of the tier map. */
+/* The rows of tier slots [first, end), in slot order. */
 static void
-put_tier_piece(BpextScan *scan, uint32 piece, bool with_contents)
+put_tier_slots(BpextScan *scan, uint32 first, uint32 end, bool with_contents)
 {
-	static TierRows rows = {NULL, 0, 0};
 	static char *page = NULL;
-	int			i;
+	TierRowsArg ta;
 
-	if (rows.pages == NULL)
-	{
-		rows.capacity = 1024;
-		rows.pages = MemoryContextAllocHuge(TopMemoryContext,
-											sizeof(TierPageInfo) * rows.capacity);
+	if (with_contents && page == NULL)
 		page = (char *) TYPEALIGN(TIER_IO_ALIGN,
 								  MemoryContextAlloc(TopMemoryContext,
 													 BLCKSZ + TIER_IO_ALIGN));
-	}
-	rows.n = 0;
-	tier_map_foreach_piece(piece, collect_tier_page, &rows);
-	bpext_scan_count(scan, rows.n, rows.n);
-
-	for (i = 0; i < rows.n; i++)
-	{
-		const TierPageInfo *info = &rows.pages[i];
-		DescriptorRow row;
-
-		memset(&row, 0, sizeof(row));
-		row.in_tier = true;
-		row.numa_node = -1;
-		row.bufferid = info->slot;
-		row.rfile = info->rfile;
-		row.fork = info->fork;
-		row.block = info->block;
-		row.usage = info->usage;
-		row.pins = info->pins;
-
-		/*
-		 * A page that cannot be read back intact shows no facts (and if the
-		 * tier is damaged, the read switches it off).
-		 */
-		if (with_contents &&
-			tier_inspect_page(&info->rfile, info->fork, info->block, page))
-		{
-			row.has_facts = true;
-			row.facts = classify_page(page, info->fork);
-		}
-		put_row(scan, &row);
-	}
+	ta.scan = scan;
+	ta.with_contents = with_contents;
+	ta.page = page;
+	ta.listed = 0;
+	tier_map_foreach_slot(first, end, put_tier_page, &ta);
+	bpext_scan_count(scan, ta.listed, end - first);
 }
 
 /*
  * A unit of the descriptors scan: a shared buffer, or (past the buffers)
- * a piece of the tier map.
+ * DESCRIPTOR_SLOTS_PER_UNIT tier slots.
  */
 void
 bpext_descriptors_unit(BpextScan *scan, uint64 unit)
@@ -464,8 +465,13 @@ bpext_descriptors_unit(BpextScan *scan, uint64 unit)
 	if (unit < args->buffer_units)
 		bpext_scan_count(scan, put_shared_buffer(scan, (int) unit) ? 1 : 0, 1);
 	else
-		put_tier_piece(scan, (uint32) (unit - args->buffer_units),
+	{
+		uint64		first = (unit - args->buffer_units) * DESCRIPTOR_SLOTS_PER_UNIT;
+		uint64		end = Min(first + DESCRIPTOR_SLOTS_PER_UNIT, args->end_slot);
+
+		put_tier_slots(scan, (uint32) first, (uint32) end,
 					   args->with_contents);
+	}
 }
 
 /*
@@ -489,8 +495,23 @@ bpext_buffer_descriptors_1_0(PG_FUNCTION_ARGS)
 	spec.args.dbid = InvalidOid;
 	spec.args.with_contents = PG_GETARG_BOOL(0);
 	spec.args.buffer_units = NBuffers;
+	spec.nranges = 1;
+	spec.ranges[0].nunits = NBuffers;
+	spec.ranges[0].units_per_task = bpext_scan_task_buffers;
+	spec.total_buffers = NBuffers;
+	if (bpext_tier_enabled())
+	{
+		uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
+
+		spec.args.end_slot = nslots;
+		spec.nranges = 2;
+		spec.ranges[1].nunits = ((uint64) nslots + DESCRIPTOR_SLOTS_PER_UNIT - 1) /
+			DESCRIPTOR_SLOTS_PER_UNIT;
+		spec.ranges[1].units_per_task =
+			Max(1, bpext_scan_task_buffers / DESCRIPTOR_SLOTS_PER_UNIT);
+		spec.total_buffers += nslots;
+	}
 	spec.rsinfo = rsinfo;
-	bpext_scan_buffers_and_tier(&spec);
 	bpext_scan_run(&spec, &result);
 	return (Datum) 0;
 }

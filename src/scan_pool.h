@@ -36,13 +36,15 @@ typedef struct BpextScanArgs
 {
 	Oid			dbid;			/* the database concerned, or InvalidOid */
 	bool		with_contents;	/* descriptors: read tier pages back */
-	uint64		buffer_units;	/* descriptors, drop clean: units below are
-								 * shared buffers, the rest tier pieces */
+	uint64		buffer_units;	/* descriptors, drop clean, summary: units
+								 * below are shared buffers, the rest tier
+								 * pieces or slot ranges */
 	BpextRelFile rfile;			/* prewarm: the relation fork */
 	ForkNumber	fork;
 	BlockNumber nblocks;
-	uint32		first_slot;		/* shrink: the slots taken away */
-	uint32		end_slot;
+	uint32		first_slot;		/* shrink: the slots taken away; */
+	uint32		end_slot;		/* descriptors, summary: end_slot only,
+								 * the tier's size in slots */
 } BpextScanArgs;
 
 /*

@@ -1881,3 +1881,107 @@ tier_map_count_slots(uint32 first, uint32 end,
 	if (run_pages > 0)
 		fn(&run_rfile, run_fork, run_pages, arg);
 }
+
+/* ---------------------------------------------------------------------
+ * Listing pages in slot order (the descriptors view)
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Call fn for every current page in slots [first, end), in slot order,
+ * without the partition locks, for the same reason as tier_map_count_slots
+ * (a sequential read of the slot array instead of a cache miss per page
+ * along the hash chains).  fn may do anything but take map locks; no lock
+ * is held while it runs.
+ *
+ * A slot changes hands without our knowledge: it is unlinked (HASHED
+ * cleared), its relation and block reset to invalid by the new owner
+ * (slot_release_owned), and only then, behind a lock acquisition, filled
+ * with the new page and HASHED again.  So a slot's fields are read twice,
+ * with barriers between, after one read of its state word that shows it
+ * HASHED and before another: a slot that changed hands between the two
+ * reads shows a relation or block that differs (or is invalid) in the
+ * second, and is skipped; fields that agree are those of one page the
+ * slot held meanwhile, and the second state word (HASHED again) gives its
+ * usage and pins.  Its relation entry's key is read between two reads of
+ * the entry's generation, which must both be the slot's: a dead page (its
+ * relation's generation moved on) is never listed, nor a page whose entry
+ * was reused.  A page published or unlinked during the walk may be listed
+ * or not, and one that moves to another slot may be met twice or missed:
+ * a listing for monitoring, exact on a quiet tier.  Only slots below
+ * slots_ready and relation entries below rel_unused are read (see
+ * "Start-up cost" above).
+ */
+void
+tier_map_foreach_slot(uint32 first, uint32 end,
+					  void (*fn) (const TierPageInfo *info, void *arg),
+					  void *arg)
+{
+	uint32		now = map_clock();
+	uint32		cached_rel = TIER_INVALID_INDEX;
+	uint32		cached_generation = 0;
+	BpextRelFile cached_rfile;
+	ForkNumber	cached_fork = InvalidForkNumber;
+	uint32		slot;
+
+	memset(&cached_rfile, 0, sizeof(cached_rfile));
+	end = Min(end, Map->slots_ready);
+	pg_read_barrier();
+	for (slot = first; slot < end; slot++)
+	{
+		const volatile TierSlot *s = &Map->slots[slot];
+		uint32		state;
+		uint32		rel;
+		uint32		generation;
+		BlockNumber block;
+		pg_crc32c	crc;
+		uint32		last_access;
+		TierRel    *r;
+		TierPageInfo info;
+
+		state = pg_atomic_read_u32(&Map->slots[slot].state);
+		if (!(state & SLOT_HASHED))
+			continue;
+		pg_read_barrier();
+		rel = s->rel;
+		block = s->block;
+		generation = s->generation;
+		crc = s->crc;
+		last_access = s->last_access;
+		pg_read_barrier();
+		if (s->rel != rel || s->block != block ||
+			s->generation != generation || s->crc != crc)
+			continue;			/* changing hands */
+		pg_read_barrier();
+		state = pg_atomic_read_u32(&Map->slots[slot].state);
+		if (!(state & SLOT_HASHED) ||
+			rel >= ((volatile TierMap *) Map)->rel_unused)
+			continue;
+		r = &Map->rels[rel];
+		if (pg_atomic_read_u32(&r->generation) != generation)
+			continue;			/* dead: left for the sweep */
+		if (rel != cached_rel || generation != cached_generation)
+		{
+			BpextRelFile rfile = r->rfile;
+			ForkNumber	fork = r->fork;
+
+			pg_read_barrier();
+			if (pg_atomic_read_u32(&r->generation) != generation)
+				continue;
+			cached_rel = rel;
+			cached_generation = generation;
+			cached_rfile = rfile;
+			cached_fork = fork;
+		}
+		info.slot = slot;
+		info.rel = rel;
+		info.rfile = cached_rfile;
+		info.fork = cached_fork;
+		info.block = block;
+		info.crc = crc;
+		info.usage = SLOT_USAGE(state);
+		info.pins = SLOT_REFCOUNT(state);
+		info.unreferenced_seconds = now - Min(now, last_access);
+		fn(&info, arg);
+	}
+}

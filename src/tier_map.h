@@ -108,6 +108,9 @@ extern void tier_map_count_slots(uint32 first, uint32 end,
 											 ForkNumber fork, uint64 pages,
 											 void *arg),
 								 void *arg);
+extern void tier_map_foreach_slot(uint32 first, uint32 end,
+								  void (*fn) (const TierPageInfo *info, void *arg),
+								  void *arg);
 
 /* Warm restart (warm_restart.c, slot_directory.c). */
 extern bool tier_map_slot_entry(uint32 slot, SlotDirEntry *entry);
