@@ -19,7 +19,8 @@
  * admissions in flight fail.
  *
  * Flushing pins each dirty buffer of the database with ReadRecentBuffer,
- * takes its content lock shared and writes it with FlushOneBuffer, as
+ * takes the content lock FlushOneBuffer requires (share, or from 19 on
+ * share-exclusive: BPEXT_BUFFER_LOCK_WRITE_IMAGE) and writes it, as
  * FlushDatabaseBuffers does (which runs in one process and cannot be
  * split).  ReadRecentBuffer re-checks the tag and, for a first pin, leaves
  * the usage count alone, so flushing does not make pages look hot.
@@ -31,6 +32,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -48,10 +50,11 @@
 PG_FUNCTION_INFO_V1(bpext_drop_clean_buffers);
 PG_FUNCTION_INFO_V1(bpext_flush);
 
-#define UNDROPPABLE_FLAGS	(BM_DIRTY | BM_JUST_DIRTIED | BM_IO_IN_PROGRESS)
+#define UNDROPPABLE_FLAGS \
+	(BM_DIRTY | BPEXT_BM_DIRTIED_DURING_WRITE | BM_IO_IN_PROGRESS)
 
 static bool
-droppable(uint32 state)
+droppable(BpextBufState state)
 {
 	return (state & BM_TAG_VALID) && !(state & UNDROPPABLE_FLAGS) &&
 		BUF_STATE_GET_REFCOUNT(state) == 0;
@@ -70,7 +73,7 @@ drop_clean_buffer(int i)
 #endif
 
 	/* Most buffers are ruled out without any lock. */
-	if (!droppable(pg_atomic_read_u32(&desc->state)))
+	if (!droppable(bpext_buf_state_read(desc)))
 		return false;
 #if BPEXT_HAVE_EVICT_UNPINNED_BUFFER
 
@@ -136,15 +139,15 @@ bpext_flush_unit(BpextScan *scan, uint64 unit)
 	BufferDesc *desc = GetBufferDescriptor((int) unit);
 	Buffer		buffer = BufferDescriptorGetBuffer(desc);
 	BufferTag	tag;
-	uint32		state;
+	BpextBufState state;
 
 	bpext_scan_count(scan, 0, 1);
-	state = pg_atomic_read_u32(&desc->state);
+	state = bpext_buf_state_read(desc);
 	if ((state & (BM_VALID | BM_DIRTY)) != (BM_VALID | BM_DIRTY))
 		return;
 	state = LockBufHdr(desc);
 	tag = desc->tag;
-	UnlockBufHdr(desc, state);
+	bpext_unlock_buf_hdr(desc, state);
 	if ((state & (BM_VALID | BM_DIRTY)) != (BM_VALID | BM_DIRTY) ||
 		BPEXT_BUFTAG_DB(tag) != args->dbid)
 		return;
@@ -153,8 +156,8 @@ bpext_flush_unit(BpextScan *scan, uint64 unit)
 	if (!ReadRecentBuffer(BPEXT_BUFTAG_RELFILE(tag), BPEXT_BUFTAG_FORK(tag),
 						  BPEXT_BUFTAG_BLOCK(tag), buffer))
 		return;
-	LockBuffer(buffer, BUFFER_LOCK_SHARE);
-	if (pg_atomic_read_u32(&desc->state) & BM_DIRTY)
+	LockBuffer(buffer, BPEXT_BUFFER_LOCK_WRITE_IMAGE);
+	if (bpext_buf_state_read(desc) & BM_DIRTY)
 	{
 		FlushOneBuffer(buffer);
 		bpext_scan_count(scan, 1, 0);

@@ -14,22 +14,27 @@
  *
  *	- Renamed types and changed signatures in the server API (RelFileNode
  *	  became RelFileLocator in 16, smgr_truncate gained old_blocks in
- *	  15.11/16.7/17.3, smgr_read became smgr_readv in 17, ...).  Each is
- *	  a macro or inline shim named for what changed, so the rest of bpext
- *	  reads the same on every major.
+ *	  15.11/16.7/17.3, smgr_read became smgr_readv in 17, the buffer state
+ *	  word became 64 bits in 19, ...).  Each is a macro or inline shim named
+ *	  for what changed, so the rest of bpext reads the same on every major.
+ *
+ *	- Changes in what a buffer content lock guarantees (19: writing a
+ *	  buffer takes a share-exclusive lock, and hint bits are set only under
+ *	  one); see BPEXT_BUFFER_LOCK_WRITE_IMAGE.
  *
  * The storage-manager read and write path differs by generation: 15 reads
  * and writes one block per call (smgr_wrap_block.c), 17 reads and writes
  * vectors of blocks and grows relations with zeroextend
  * (smgr_wrap_vectored.c), 18 does the same but reads shared-buffer misses
  * through asynchronous I/O (smgr_wrap_aio.c, on top of the vectored
- * wrappers).  BPEXT_SMGR_VECTORED and BPEXT_SMGR_AIO say which are built.
+ * wrappers), and 19 is 18's generation (its smgr.h, md.h and aio.h are
+ * 18's).  BPEXT_SMGR_VECTORED and BPEXT_SMGR_AIO say which are built.
  *
  * db_hooks.c also relies on RmgrTable being writable and on the
  * xl_dbase_create_file_copy_rec / _wal_log_rec / xl_dbase_drop_rec
- * records, both of which exist from 15 on unchanged through 18.
+ * records, both of which exist from 15 on unchanged through 19.
  *
- * 15, 17 and 18 are built and tested.  16 is refused at compile time: no
+ * 15, 17, 18 and 19 are built and tested.  16 is refused at compile time: no
  * package of its server headers can be had on the machines bpext is
  * tested on, and untested interposition is not something to ship.
  *
@@ -54,8 +59,8 @@
 #error "bpext needs a fork()-based server: EXEC_BACKEND and Windows builds are not supported"
 #endif
 
-#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
-#error "bpext supports PostgreSQL 15, 17 and 18; see src/compat.h"
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
+#error "bpext supports PostgreSQL 15, 17, 18 and 19; see src/compat.h"
 #endif
 #if PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 170000
 #error "bpext does not support PostgreSQL 16: it has never been built or tested against 16's server headers (see the README)"
@@ -75,7 +80,13 @@
  * The audited range starts at the change: older minor releases of a
  * supported major are refused at start.
  */
-#if PG_VERSION_NUM >= 180000
+#if PG_VERSION_NUM >= 190000
+#define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
+#define BPEXT_TRUNCATE_SPLIT_IN_MINOR 0
+#define BPEXT_AUDITED_MIN_VERSION_NUM	190000
+#define BPEXT_AUDITED_MAX_VERSION_NUM	199999
+#define BPEXT_TRUNCATE_CHANGED_IN		"18.0"
+#elif PG_VERSION_NUM >= 180000
 #define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
 #define BPEXT_TRUNCATE_SPLIT_IN_MINOR 0
 #define BPEXT_AUDITED_MIN_VERSION_NUM	180000
@@ -107,20 +118,21 @@
  * server's read-only-after-relocation data.  Slot indexes are in pointer-
  * sized units (every f_smgr member is a function pointer):
  *
- *					15		16		17		18
+ *					15		16		17		18, 19
  *	create			4		4		4		4
  *	unlink			6		6		6		6
  *	extend			7		7		7		7
  *	zeroextend		-		8		8		8	(16+: ordinary relation growth)
  *	prefetch		8		9		9		9	(17+: a block range)
  *	read/readv		9		10		10 (v)	11 (v)
- *	startreadv		-		-		-		12	(18: all buffered reads, AIO)
+ *	startreadv		-		-		-		12	(18+: all buffered reads, AIO)
  *	write/writev	10		11		11 (v)	13 (v)
  *	truncate		13		14		14		16
  *	table size		120		128		136		160 bytes
  *
  * 18 adds maxcombine (10), startreadv (12) and fd (19) and completes reads
  * in md's AIO callback: smgr_wrap_aio.c says how a tier hit is completed.
+ * 19's table is 18's, slot for slot.
  */
 #if PG_VERSION_NUM >= 180000
 #define BPEXT_SMGR_VECTORED 1
@@ -301,6 +313,72 @@ bpext_evict_unpinned_buffer(Buffer buffer)
 #else
 #define bpext_form_minimal_tuple(desc, values, nulls) \
 	heap_form_minimal_tuple(desc, values, nulls)
+#endif
+
+/*
+ * The buffer descriptor's state word (flags, usage count, pin count):
+ * 32 bits until 18, 64 bits from 19 on, where it also holds the content
+ * lock.  bpext_unlock_buf_hdr releases the header spinlock without
+ * changing the state (19's UnlockBufHdr takes no state: it only clears
+ * BM_LOCKED).
+ */
+#if PG_VERSION_NUM >= 190000
+typedef uint64 BpextBufState;
+#define bpext_buf_state_read(desc)			pg_atomic_read_u64(&(desc)->state)
+#define bpext_unlock_buf_hdr(desc, state)	UnlockBufHdr(desc)
+#else
+typedef uint32 BpextBufState;
+#define bpext_buf_state_read(desc)			pg_atomic_read_u32(&(desc)->state)
+#define bpext_unlock_buf_hdr(desc, state)	UnlockBufHdr(desc, state)
+#endif
+
+/*
+ * A buffer dirtied while it was being written.  Until 18 its page could
+ * change during the write (hint bits, under a share lock), and
+ * BM_JUST_DIRTIED kept the buffer dirty afterwards; from 19 on nothing
+ * changes a page while it is written (see below), and the flag is gone.
+ */
+#if PG_VERSION_NUM >= 190000
+#define BPEXT_BM_DIRTIED_DURING_WRITE	0
+#else
+#define BPEXT_BM_DIRTIED_DURING_WRITE	BM_JUST_DIRTIED
+#endif
+
+/*
+ * The content lock under which a buffer's bytes are what writing it would
+ * put in its data file, and which FlushOneBuffer requires.
+ *
+ * Until 18 that is a share lock.  It keeps out every change but hint
+ * bits, which are set under a share lock too: FlushBuffer therefore writes
+ * a private copy of the page, and a change in the middle of the copy
+ * leaves the buffer dirty (BM_JUST_DIRTIED).  A page copied by bpext under
+ * a share lock can carry a hint bit its file lacks; the setter then dirties
+ * the buffer, so its next write replaces or invalidates the tier's copy.
+ *
+ * From 19 on it is BUFFER_LOCK_SHARE_EXCLUSIVE, which conflicts with itself
+ * and with exclusive locks.  FlushBuffer holds it and writes straight from
+ * shared buffers (FlushOneBuffer asserts it), and hint bits are set only by
+ * a holder of it (BufferBeginSetHintBits), so under a share lock alone a
+ * hint bit can change during bpext's copy.  Under share-exclusive nothing
+ * can: a clean buffer copied under it is exactly its file's image (but for
+ * the hints that MarkBufferDirtyHint does not dirty the buffer for, the
+ * exception test/t/009_tier_bytes.pl checks).
+ */
+#if PG_VERSION_NUM >= 190000
+#define BPEXT_BUFFER_LOCK_WRITE_IMAGE	BUFFER_LOCK_SHARE_EXCLUSIVE
+#else
+#define BPEXT_BUFFER_LOCK_WRITE_IMAGE	BUFFER_LOCK_SHARE
+#endif
+
+/*
+ * Setting a page's checksum in place: PageSetChecksumInplace until 18,
+ * PageSetChecksum from 19 on (the copying variant is gone, with the copy
+ * FlushBuffer used to make).
+ */
+#if PG_VERSION_NUM >= 190000
+#define bpext_page_set_checksum(page, blkno)	PageSetChecksum(page, blkno)
+#else
+#define bpext_page_set_checksum(page, blkno)	PageSetChecksumInplace(page, blkno)
 #endif
 
 /* Page images passed to extend and write: const from 16 on. */

@@ -351,17 +351,17 @@ put_shared_buffer(BpextScan *scan, int i)
 	const char *page = BufferBlocks + (Size) i * BLCKSZ;
 	DescriptorRow row;
 	BufferTag	tag;
-	uint32		state;
+	BpextBufState state;
 	bool		unchanged;
 
 	state = LockBufHdr(desc);
 	if ((state & (BM_VALID | BM_TAG_VALID)) != (BM_VALID | BM_TAG_VALID))
 	{
-		UnlockBufHdr(desc, state);
+		bpext_unlock_buf_hdr(desc, state);
 		return false;
 	}
 	tag = desc->tag;
-	UnlockBufHdr(desc, state);
+	bpext_unlock_buf_hdr(desc, state);
 
 	/* Header and special space only: what classify_page looks at. */
 	memcpy(copy, page, SizeOfPageHeaderData);
@@ -369,7 +369,7 @@ put_shared_buffer(BpextScan *scan, int i)
 
 	state = LockBufHdr(desc);
 	unchanged = (state & BM_VALID) && BPEXT_BUFTAGS_EQUAL(tag, desc->tag);
-	UnlockBufHdr(desc, state);
+	bpext_unlock_buf_hdr(desc, state);
 	if (!unchanged)
 		return false;
 

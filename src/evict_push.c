@@ -118,7 +118,7 @@ static int	candidates_capacity = 0;
  * file (they still enter the tier when written, as dual writes).
  */
 static inline bool
-is_clean_victim(uint32 buf_state)
+is_clean_victim(BpextBufState buf_state)
 {
 	return (buf_state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID) &&
 		(buf_state & (BM_DIRTY | BM_IO_IN_PROGRESS | BM_IO_ERROR)) == 0 &&
@@ -128,7 +128,7 @@ is_clean_victim(uint32 buf_state)
 
 /* Is the buffer, by its state word and tag, a clean main-fork page? */
 static inline bool
-is_clean_page(uint32 buf_state, const BufferTag *tag)
+is_clean_page(BpextBufState buf_state, const BufferTag *tag)
 {
 	return (buf_state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID) &&
 		(buf_state & (BM_DIRTY | BM_IO_IN_PROGRESS | BM_IO_ERROR)) == 0 &&
@@ -141,7 +141,7 @@ is_clean_page(uint32 buf_state, const BufferTag *tag)
  * remember what it holds now.
  */
 static void
-observe_buffer(int buf_id, BufferDesc *desc, uint32 buf_state)
+observe_buffer(int buf_id, BufferDesc *desc, BpextBufState buf_state)
 {
 	ObservedBuffer *obs = &observed[buf_id];
 	BufferTag	tag;
@@ -156,7 +156,7 @@ observe_buffer(int buf_id, BufferDesc *desc, uint32 buf_state)
 
 	buf_state = LockBufHdr(desc);
 	tag = desc->tag;
-	UnlockBufHdr(desc, buf_state);
+	bpext_unlock_buf_hdr(desc, buf_state);
 
 	if (!(buf_state & BM_TAG_VALID))
 	{
@@ -219,12 +219,12 @@ copy_candidate(const PushCandidate *cand)
 		return false;
 	}
 
-	LockBuffer(buffer, BUFFER_LOCK_SHARE);
-	clean = (pg_atomic_read_u32(&desc->state) & BM_DIRTY) == 0;
+	LockBuffer(buffer, BPEXT_BUFFER_LOCK_WRITE_IMAGE);
+	clean = (bpext_buf_state_read(desc) & BM_DIRTY) == 0;
 	if (clean)
 	{
 		memcpy(copy, BufferGetPage(buffer), BLCKSZ);
-		clean = (pg_atomic_read_u32(&desc->state) & BM_DIRTY) == 0;
+		clean = (bpext_buf_state_read(desc) & BM_DIRTY) == 0;
 	}
 	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
 	ReleaseBuffer(buffer);
@@ -236,7 +236,7 @@ copy_candidate(const PushCandidate *cand)
 		return false;
 	}
 	if (DataChecksumsEnabled())
-		PageSetChecksumInplace((Page) copy, block);
+		bpext_page_set_checksum((Page) copy, block);
 	tier_batch_add(push_batch, rfile, fork, block);
 	return true;
 }
@@ -381,7 +381,7 @@ bpext_push_round(void)
 		int			buf_id = (int) (pos % NBuffers);
 		BufferDesc *desc = GetBufferDescriptor(buf_id);
 
-		observe_buffer(buf_id, desc, pg_atomic_read_u32(&desc->state));
+		observe_buffer(buf_id, desc, bpext_buf_state_read(desc));
 	}
 
 	if (scanned_until > window_start)
@@ -392,7 +392,7 @@ bpext_push_round(void)
 	{
 		int			buf_id = (int) (pos % NBuffers);
 		BufferDesc *desc = GetBufferDescriptor(buf_id);
-		uint32		buf_state = pg_atomic_read_u32(&desc->state);
+		BpextBufState buf_state = bpext_buf_state_read(desc);
 
 		observe_buffer(buf_id, desc, buf_state);
 
@@ -407,7 +407,7 @@ bpext_push_round(void)
 			candidates[ncand].buf_id = buf_id;
 			ncand++;
 		}
-		UnlockBufHdr(desc, buf_state);
+		bpext_unlock_buf_hdr(desc, buf_state);
 	}
 
 	for (i = 0; i < ncand && bpext_tier_enabled(); i++)

@@ -40,6 +40,7 @@
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "bpext.h"
 #include "progress.h"

@@ -78,6 +78,7 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "bpext.h"
 #include "buffer_ops.h"

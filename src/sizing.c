@@ -97,6 +97,7 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "bpext.h"
 #include "sizing.h"

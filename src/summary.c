@@ -35,6 +35,7 @@
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
+#include "utils/tuplestore.h"
 
 #include "bpext.h"
 #include "compat.h"
@@ -140,7 +141,7 @@ count_buffers(Summary *s, int first, int end)
 	for (i = first; i < end; i++)
 	{
 		BufferDesc *desc = GetBufferDescriptor(i);
-		uint32		state = pg_atomic_read_u32(&desc->state);
+		BpextBufState state = bpext_buf_state_read(desc);
 		BufferTag	tag;
 		BpextRelFile rfile;
 		SummaryEntry *e;
@@ -151,11 +152,11 @@ count_buffers(Summary *s, int first, int end)
 		state = LockBufHdr(desc);
 		if ((state & (BM_VALID | BM_TAG_VALID)) != (BM_VALID | BM_TAG_VALID))
 		{
-			UnlockBufHdr(desc, state);
+			bpext_unlock_buf_hdr(desc, state);
 			continue;
 		}
 		tag = desc->tag;
-		UnlockBufHdr(desc, state);
+		bpext_unlock_buf_hdr(desc, state);
 
 		rfile = BPEXT_BUFTAG_RELFILE(tag);
 		e = summary_entry(s, BPEXT_RELFILE_SPC(rfile), BPEXT_RELFILE_DB(rfile),

@@ -35,6 +35,7 @@
 #include "pgstat.h"
 #include "portability/instr_time.h"
 #include "utils/memutils.h"
+#include "utils/wait_event.h"
 
 #include "bpext.h"
 #include "io_watch.h"

@@ -16,7 +16,7 @@ native=$(bpext_native_major) || {
 }
 major=${PG_MAJOR:-$native}
 bpext_check_majors "$major"
-if [ "$major" != "$native" ]; then
+if ! bpext_major_is_native "$major"; then
     echo "install-deps: PostgreSQL $major is not a package of this Debian release; test/pg_chroot.sh $major runs it in one that ships it" >&2
     exit 1
 fi
@@ -25,6 +25,16 @@ fi
 packages=(postgresql-"$major" postgresql-server-dev-"$major" bzip2
           libipc-run-perl make gcc dpkg-dev
           build-essential debhelper postgresql-server-dev-all)
+# A major from another suite (19 from experimental, on sid): that suite in
+# apt's sources, and its packages named "<package>/<suite>" (apt's -t
+# would take the suite's versions of their dependencies too, and some of
+# those do not install on sid).
+archive=$(bpext_major_archive "$major")
+from_archive=()
+if [ "$archive" != "$(bpext_major_suite "$major")" ]; then
+    from_archive=(postgresql-"$major" postgresql-server-dev-"$major"
+                  postgresql-client-"$major")
+fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -36,8 +46,23 @@ if [ "${#missing[@]}" -gt 0 ]; then
         exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
+    if [ "${#from_archive[@]}" -gt 0 ] &&
+        ! grep -rqs " $archive " /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        echo "deb http://deb.debian.org/debian $archive main" \
+            > "/etc/apt/sources.list.d/bpext-$archive.list"
+    fi
     apt-get update -qq
-    apt-get install -y -qq "${missing[@]}" >/dev/null
+    names=()
+    for p in "${missing[@]}"; do
+        case " ${from_archive[*]} " in
+            *" $p "*) names+=("$p/$archive") ;;
+            *) names+=("$p") ;;
+        esac
+    done
+    for p in "${from_archive[@]}"; do
+        case " ${missing[*]} " in *" $p "*) ;; *) names+=("$p/$archive") ;; esac
+    done
+    apt-get install -y -qq "${names[@]}" >/dev/null
 fi
 
 # The source of PostgreSQL's own test suites, for test/t/106_pg_regress.pl

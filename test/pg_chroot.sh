@@ -106,6 +106,14 @@ mkdir -p "$root/dev/shm"
 mount -t tmpfs -o mode=1777 tmpfs "$root/dev/shm"
 mounted+=("$root/dev/shm")
 bind "$here" "$root/bpext"
+# The test sources of majors Debian ships no source package of
+# (test/pg_regress_with_bpext.sh), read-only.
+tests_dir=${BPEXT_PG_TESTS_DIR:-$here/../shared/pg-src}
+if [ -d "$tests_dir" ]; then
+    bind "$tests_dir" "$root/bpext-pg-tests"
+    mount -o remount,bind,ro "$root/bpext-pg-tests"
+    export BPEXT_PG_TESTS_DIR=/bpext-pg-tests
+fi
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 # The environment the command sees: a clean one, with what the test
@@ -125,7 +133,7 @@ in_chroot /bpext/test/install-deps.sh
 if [ -n "$(find "$root/var/lib/dpkg/status" "$root/var/tmp" -newer "$stamp" -print -quit)" ]; then
     rm -f "$stamp"
     echo "pg_chroot: saving the $suite chroot with PostgreSQL $major in $tarball"
-    tar -C "$root" --zstd --one-file-system --exclude=./bpext --exclude=./proc \
+    tar -C "$root" --zstd --one-file-system --exclude=./bpext --exclude=./bpext-pg-tests --exclude=./proc \
         --exclude=./sys --exclude=./dev -cpf "$tarball.tmp" . &&
         mv "$tarball.tmp" "$tarball"
 fi

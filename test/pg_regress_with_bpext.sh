@@ -33,6 +33,11 @@
 #      carries the newest minor releases) and installs dpkg-dev if they are
 #      missing; as another user it can only use what is set up;
 #   4. any other source in the cache;
+#   5. for a major whose source package Debian does not serve (19, a
+#      release candidate in experimental): a tarball of the test sources
+#      ($BPEXT_PG_TESTS_DIR/postgresql-<major>*-tests.tar.xz, src/test and
+#      contrib/spi of the major's tree; test/pg_chroot.sh mounts the
+#      directory in the chroot), unpacked into the cache;
 # and if there is none it exits with 77 (skip).
 # The test libraries (regress.so, and refint.so and autoinc.so from
 # contrib/spi) are built from that source against the installed server
@@ -64,6 +69,7 @@ shared_buffers=${BPEXT_PG_REGRESS_SHARED_BUFFERS:-1MB}
 tier_size=${BPEXT_PG_REGRESS_TIER_SIZE:-256MB}
 cache=${BPEXT_PG_SRC_CACHE:-/var/tmp/bpext-pg$major-src}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/pg_major.sh"
 
 say() { echo "pg_regress_with_bpext: $*"; }
 die() { say "$*" >&2; exit 2; }
@@ -96,10 +102,24 @@ find_source() {
     return 1
 }
 
+# The test sources of the major from a tarball of them (see the header),
+# unpacked into the cache.
+fetch_tests_tarball() {
+    local tarball
+    tarball=$(ls -1 "${BPEXT_PG_TESTS_DIR:-/nonexistent}"/postgresql-"$major"*-tests.tar.xz 2>/dev/null |
+                  sort -V | tail -1)
+    [ -n "$tarball" ] || return 1
+    mkdir -p "$cache" && tar -C "$cache" -xJf "$tarball" || return 1
+    [ "$(id -u)" -eq 0 ] && chmod 755 "$cache"
+    say "unpacked the test sources $(basename "$tarball") into $cache"
+}
+
 # apt-get source of the installed version (Debian's security and updates
 # suites carry the newest minor releases).
 fetch_source() {
     local version
+    [ "$(bpext_major_archive "$major")" = "$(bpext_major_suite "$major")" ] ||
+        { fetch_tests_tarball; return; }
     version=$(installed_version) ||
         { say "$package is not installed from Debian's packages"; return 1; }
     if [ "$(id -u)" -eq 0 ]; then

@@ -14,7 +14,6 @@ src=$(pwd)
 
 majors=${PG_MAJOR:-$BPEXT_SUPPORTED_MAJORS}
 bpext_check_majors "$majors"
-native=$(bpext_native_major || true)
 
 # After a failed run: the diffs and logs of the suites that failed, then,
 # last (CI shows the end of the output), which ones failed and how.
@@ -86,7 +85,7 @@ run_native() {
 }
 
 # Inside a chroot (or with a single major asked for), run that one alone.
-if [ "$(echo "$majors" | wc -w)" -eq 1 ] && [ "$majors" = "$native" ]; then
+if [ "$(echo "$majors" | wc -w)" -eq 1 ] && bpext_major_is_native "$majors"; then
     run_native "$majors" "$@"
     exit $?
 fi
@@ -97,7 +96,7 @@ for major in $majors; do
     echo "=== bpext on PostgreSQL $major"
     start=$SECONDS
     result=0
-    if [ "$major" = "$native" ]; then
+    if bpext_major_is_native "$major"; then
         # A process of its own: inside "|| result=$?" a function or subshell
         # runs with set -e off, so a failing make would not stop it.
         PG_MAJOR=$major "$src/test/run-tests.sh" "$@" || result=$?

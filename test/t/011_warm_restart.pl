@@ -654,7 +654,10 @@ $ver = 7;
 set_ver($standby, $ver);
 $offset = log_offset($node);
 $node->start;
-$standby->wait_for_catchup($node);
+# By name: from 19 on, given the node, wait_for_catchup runs WAIT FOR LSN
+# on it, which a standby without hot_standby refuses to connect for; by
+# name it polls pg_stat_replication here, as it always did.
+$standby->wait_for_catchup($node->name);
 $node->promote;
 # Nearly all of keep: the write counters are hashed (65536 of them), so
 # replay's writes to t and w also stop a few unrelated pages.
