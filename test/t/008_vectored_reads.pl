@@ -79,12 +79,19 @@ sub stage
 		 WHERE relfilenode = pg_relation_filenode('vt')}),
 		0,
 		'no page of the table is in shared buffers');
+	# Read admission stores through the store queue: the worker publishes
+	# the pages a moment after the reads.
+	my $want = scalar(@blocks);
+	$node->poll_query_until(
+		'postgres', qq{
+		SELECT count(*) = $want FROM bpext_buffer_descriptors
+		 WHERE is_in_bpool_extension AND relfilenode = pg_relation_filenode('vt')});
 	is( $node->safe_psql(
 			'postgres', q{
 		SELECT count(*) FROM bpext_buffer_descriptors
 		 WHERE is_in_bpool_extension AND relfilenode = pg_relation_filenode('vt')}),
-		scalar(@blocks),
-		scalar(@blocks) . ' pages of the table are in the tier');
+		$want,
+		"$want pages of the table are in the tier");
 	return;
 }
 
