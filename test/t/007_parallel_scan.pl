@@ -182,13 +182,18 @@ $node->safe_psql('postgres', 'UPDATE t SET ver = ver WHERE id % 100 = 0');
 my $dirty_before = $node->safe_psql('postgres',
 	"SELECT count(*) FROM bpext_buffer_descriptors WHERE is_modified");
 my $reads_before = bpext_stat($node, 'extension_page_reads');
+# The pages the UPDATE wrote reach the tier through the store queue,
+# asynchronously, and a full queue drops them: what the tier holds now is
+# the prewarmed table less what the UPDATE rewrote, plus whatever of that
+# came back.
+my $in_tier = bpext_config($node)->{allocated_pages};
+cmp_ok($in_tier, '>', 3000, "the tier holds most of the table ($in_tier pages)");
 my $dropped = $node->safe_psql('postgres', 'SELECT bpext_drop_clean_buffers()');
 $scan = last_scan();
 is($scan->{operation}, 'DropCleanBuffers', 'drop clean operation');
 like($scan->{tasks}, qr/^[123]$/, 'drop clean ran in one to three processes');
-# The table's pages the UPDATE wrote go back into the tier through the
-# store queue, asynchronously: some may not be there yet.
-cmp_ok($dropped, '>', 6000, 'bpext_drop_clean_buffers dropped pages');
+cmp_ok($dropped, '>=', $in_tier,
+	'bpext_drop_clean_buffers dropped at least the tier\'s pages');
 is( $node->safe_psql('postgres', q{
 		SELECT count(*) FROM bpext_buffer_descriptors
 		 WHERE NOT is_modified AND NOT is_in_bpool_extension
