@@ -18,6 +18,11 @@
  * of one (bpext_buffer_descriptors(true), for one) would find the CRC
  * mismatch and switch the tier to ERROR, as for a damaged file.
  *
+ * Each synthetic relation gets an empty file of its own (global/<number>,
+ * where the global tablespace puts it): warm restart saves only forks
+ * whose files it can describe, and loads them only while those files are
+ * unchanged, so without a file the bench's warm start would load nothing.
+ *
  * Locking: none of its own; tier_map.c's.
  *
  * Copyright (c) 2026, bpext developers
@@ -25,6 +30,9 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "catalog/pg_tablespace_d.h"
 #include "fmgr.h"
@@ -75,6 +83,34 @@ synth_page(uint64 i, BpextRelFile *rfile, BlockNumber *block)
 	*block = (BlockNumber) (i % SYNTH_REL_BLOCKS);
 }
 
+/*
+ * Give synthetic relations 0 .. nrels-1 an empty data file each, if they
+ * have none (see the file header).
+ */
+static void
+make_synthetic_files(uint64 nrels)
+{
+	uint64		k;
+
+	for (k = 0; k < nrels; k++)
+	{
+		BpextRelFile rfile;
+		BlockNumber block;
+		char	   *path;
+		int			fd;
+
+		synth_page(k * SYNTH_REL_BLOCKS, &rfile, &block);
+		path = bpext_relpath_perm(rfile, MAIN_FORKNUM);
+		fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+				  S_IRUSR | S_IWUSR);
+		if (fd < 0 || close(fd) != 0)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not create \"%s\": %m", path)));
+		pfree(path);
+	}
+}
+
 static void
 require_enabled(void)
 {
@@ -108,6 +144,7 @@ bpext_test_fill(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("npages must be between 0 and %u", PG_UINT32_MAX)));
 
+	make_synthetic_files(((uint64) npages + SYNTH_REL_BLOCKS - 1) / SYNTH_REL_BLOCKS);
 	for (i = 0; i < (uint64) npages; i++)
 	{
 		BpextRelFile rfile;
