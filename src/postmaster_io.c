@@ -90,9 +90,14 @@ postmaster_io_send(const void *data, size_t len)
 	write_all(data, len);
 }
 
-/* Close every inherited descriptor but the standard ones and keep. */
-static void
-close_inherited(int keep)
+/*
+ * In a helper process (this file's, and tier_writer.c's): close every
+ * inherited descriptor but the standard ones and the nkeep in keep, so
+ * that a helper stuck in the kernel holds none of its parent's sockets or
+ * files.
+ */
+void
+bpext_close_inherited_fds(const int *keep, int nkeep)
 {
 	DIR		   *dir = opendir("/proc/self/fd");
 	struct dirent *de;
@@ -102,8 +107,12 @@ close_inherited(int keep)
 	while ((de = readdir(dir)) != NULL)
 	{
 		int			fd = atoi(de->d_name);
+		bool		kept = false;
+		int			i;
 
-		if (de->d_name[0] == '.' || fd <= 2 || fd == keep || fd == dirfd(dir))
+		for (i = 0; i < nkeep; i++)
+			kept |= (fd == keep[i]);
+		if (de->d_name[0] == '.' || fd <= 2 || kept || fd == dirfd(dir))
 			continue;
 		close(fd);
 	}
@@ -116,15 +125,16 @@ run_helper(int fd, PostmasterIoWork work, void *arg)
 	pid_t		pid = getpid();
 
 	helper_fd = fd;
-	close_inherited(fd);
+	bpext_close_inherited_fds(&fd, 1);
 	PGSharedMemoryDetach();
 	postmaster_io_send(&pid, sizeof(pid));
 	work(arg);
 	_exit(0);
 }
 
-static uint64
-now_ms(void)
+/* Milliseconds on the monotonic clock, for the helpers' deadlines. */
+uint64
+bpext_monotonic_ms(void)
 {
 	struct timespec ts;
 
@@ -153,7 +163,7 @@ postmaster_io_run(PostmasterIoWork work, void *arg, int timeout_ms,
 	size_t		parsed = 0;
 	char	   *out = NULL;
 	size_t		outlen = 0;
-	uint64		last = now_ms();
+	uint64		last = bpext_monotonic_ms();
 	bool		eof = false;
 
 	*result = NULL;
@@ -194,7 +204,7 @@ postmaster_io_run(PostmasterIoWork work, void *arg, int timeout_ms,
 
 		if (timeout_ms > 0)
 		{
-			uint64		silent = now_ms() - last;
+			uint64		silent = bpext_monotonic_ms() - last;
 
 			if (silent >= (uint64) timeout_ms)
 				break;
@@ -224,7 +234,7 @@ postmaster_io_run(PostmasterIoWork work, void *arg, int timeout_ms,
 			break;
 		}
 		buflen += n;
-		last = now_ms();
+		last = bpext_monotonic_ms();
 
 		/* Whole frames: the pid first, then progress or result. */
 		while (buflen - parsed >= sizeof(uint32))

@@ -18,6 +18,10 @@ typedef void (*PostmasterIoWork) (void *arg);
 extern void postmaster_io_progress(void);
 extern void postmaster_io_send(const void *data, size_t len);
 
+/* Shared with tier_writer.c's helper. */
+extern void bpext_close_inherited_fds(const int *keep, int nkeep);
+extern uint64 bpext_monotonic_ms(void);
+
 /* In the postmaster: run work, collect what it sent. */
 extern bool postmaster_io_run(PostmasterIoWork work, void *arg,
 							  int timeout_ms, char **result, size_t *resultlen,

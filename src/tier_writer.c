@@ -44,14 +44,12 @@
  */
 #include "postgres.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
@@ -60,6 +58,7 @@
 #include "storage/pmsignal.h"
 
 #include "bpext.h"
+#include "postmaster_io.h"
 #include "tier_writer.h"
 
 /*
@@ -105,15 +104,6 @@ tier_writer_enabled(void)
 	return writer_enabled;
 }
 
-static uint64
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Read or write exactly len bytes; false on EOF or error. */
 static bool
 transfer(int fd, void *buf, size_t len, bool reading)
@@ -132,27 +122,6 @@ transfer(int fd, void *buf, size_t len, bool reading)
 		len -= n;
 	}
 	return true;
-}
-
-/* In the helper: close every inherited descriptor but these three. */
-static void
-close_inherited(int keep1, int keep2, int keep3)
-{
-	DIR		   *dir = opendir("/proc/self/fd");
-	struct dirent *de;
-
-	if (dir == NULL)
-		return;
-	while ((de = readdir(dir)) != NULL)
-	{
-		int			fd = atoi(de->d_name);
-
-		if (de->d_name[0] == '.' || fd <= 2 || fd == keep1 || fd == keep2 ||
-			fd == keep3 || fd == dirfd(dir))
-			continue;
-		close(fd);
-	}
-	closedir(dir);
 }
 
 /*
@@ -200,6 +169,7 @@ helper_main(int in, int out, int tier_fd)
 {
 	sigset_t	none;
 	pid_t		pid = getpid();
+	const int	keep[3] = {in, out, tier_fd};
 	int			sig;
 
 	for (sig = 1; sig < NSIG; sig++)
@@ -213,7 +183,7 @@ helper_main(int in, int out, int tier_fd)
 	 * whole: the worker alone decides when the helper ends.
 	 */
 	(void) setsid();
-	close_inherited(in, out, tier_fd);
+	bpext_close_inherited_fds(keep, 3);
 	PGSharedMemoryDetach();
 
 	if (!transfer(out, &pid, sizeof(pid), false))
@@ -331,7 +301,7 @@ helper_write(size_t len, off_t offset)
 {
 	WriterRequest req = {.offset = offset,.len = len};
 	WriterReply reply;
-	uint64		start = now_ms();
+	uint64		start = bpext_monotonic_ms();
 
 	if (!transfer(request_fd, &req, sizeof(req), false))
 	{
@@ -371,7 +341,7 @@ helper_write(size_t len, off_t offset)
 			abandon_helper(true);
 			proc_exit(1);
 		}
-		elapsed = now_ms() - start;
+		elapsed = bpext_monotonic_ms() - start;
 		if (bpext_io_timeout_ms > 0 && elapsed >= (uint64) bpext_io_timeout_ms)
 		{
 			char		what[200];
