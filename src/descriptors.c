@@ -500,17 +500,7 @@ bpext_buffer_descriptors_1_0(PG_FUNCTION_ARGS)
 	spec.ranges[0].units_per_task = bpext_scan_task_buffers;
 	spec.total_buffers = NBuffers;
 	if (bpext_tier_enabled())
-	{
-		uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
-
-		spec.args.end_slot = nslots;
-		spec.nranges = 2;
-		spec.ranges[1].nunits = ((uint64) nslots + DESCRIPTOR_SLOTS_PER_UNIT - 1) /
-			DESCRIPTOR_SLOTS_PER_UNIT;
-		spec.ranges[1].units_per_task =
-			Max(1, bpext_scan_task_buffers / DESCRIPTOR_SLOTS_PER_UNIT);
-		spec.total_buffers += nslots;
-	}
+		bpext_scan_add_slot_range(&spec, DESCRIPTOR_SLOTS_PER_UNIT);
 	spec.rsinfo = rsinfo;
 	bpext_scan_run(&spec, &result);
 	return (Datum) 0;

@@ -1097,6 +1097,25 @@ bpext_scan_tier_range(BpextScanRange *range)
 }
 
 /*
+ * Add, after the scan's first range, a range over the tier's active slots
+ * in units of slots_per_unit, in tasks of about bpext.scan_task_buffers
+ * slots (the listing and the summary walk the slots in order).
+ */
+void
+bpext_scan_add_slot_range(BpextScanSpec *spec, uint32 slots_per_unit)
+{
+	uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
+
+	spec->args.end_slot = nslots;
+	spec->nranges = 2;
+	spec->ranges[1].nunits = ((uint64) nslots + slots_per_unit - 1) /
+		slots_per_unit;
+	spec->ranges[1].units_per_task =
+		Max(1, bpext_scan_task_buffers / slots_per_unit);
+	spec->total_buffers += nslots;
+}
+
+/*
  * The units of a scan over shared buffers and the tier: every shared
  * buffer, then (if the tier is on) every piece of the map.
  */

@@ -115,6 +115,8 @@ extern void bpext_register_scan_workers(void);
 extern PGDLLEXPORT void bpext_scan_worker_main(Datum main_arg);
 
 extern uint64 bpext_scan_tier_range(BpextScanRange *range);
+extern void bpext_scan_add_slot_range(BpextScanSpec *spec,
+									  uint32 slots_per_unit);
 extern void bpext_scan_buffers_and_tier(BpextScanSpec *spec);
 extern void bpext_scan_run(const BpextScanSpec *spec, BpextScanResult *result);
 

@@ -307,17 +307,7 @@ bpext_buffer_summary_1_3(PG_FUNCTION_ARGS)
 		Max(1, bpext_scan_task_buffers / SUMMARY_BUFFERS_PER_UNIT);
 	spec.total_buffers = NBuffers;
 	if (bpext_tier_enabled())
-	{
-		uint32		nslots = pg_atomic_read_u32(&BpextCtl->active_slots);
-
-		spec.args.end_slot = nslots;
-		spec.nranges = 2;
-		spec.ranges[1].nunits = ((uint64) nslots + SUMMARY_SLOTS_PER_UNIT - 1) /
-			SUMMARY_SLOTS_PER_UNIT;
-		spec.ranges[1].units_per_task =
-			Max(1, bpext_scan_task_buffers / SUMMARY_SLOTS_PER_UNIT);
-		spec.total_buffers += nslots;
-	}
+		bpext_scan_add_slot_range(&spec, SUMMARY_SLOTS_PER_UNIT);
 	spec.rsinfo = rsinfo;
 	spec.sink = merge_partial;
 	spec.sink_arg = &totals;
