@@ -175,9 +175,10 @@ for w in ${WORKLOADS//,/ }; do
         start_run "$tier_mb"
         run_workload "$w"
         # The advisor's own row for the current tier (bpext_sizing has one).
-        IFS=$'\t' read -r tier_pages predicted lookups hits written skipped < <(psql_at -F $'\t' -c "
+        IFS=$'\t' read -r tier_pages predicted lookups hits written skipped stats_json < <(psql_at -F $'\t' -c "
             SELECT z.tier_pages, z.hit_ratio, s.lookups, s.hits,
-                   s.pages_dual_written, s.admission_skips
+                   s.pages_dual_written, s.admission_skips,
+                   row_to_json(s)
               FROM bpext_configuration c, bpext_stats s, bpext_sizing z
              ORDER BY abs(z.tier_pages - c.current_size_in_kb / 8) LIMIT 1")
         psql_at -F $'\t' -c "SELECT '$w', $f, $tier_pages, tier_pages, hit_ratio FROM bpext_sizing" >> "$RESULTS/curves.tsv"
@@ -186,6 +187,7 @@ for w in ${WORKLOADS//,/ }; do
             -v dw="$written" -v sk="$skipped" \
             'BEGIN { m = (l > 0) ? h / l : 0; printf "%s\t%d\t%s\t%d\t%d\t%.4f\t%.4f\t%+.1f\t%d\t%d", w, hot, f, tp, l, m, p, 100 * (p - m), dw, sk }')
         printf '%s\n' "$line" >> "$RESULTS/accuracy.tsv"
+        printf '%s\t%s\t%s\n' "$w" "$f" "$stats_json" >> "$RESULTS/stats.tsv"
         say "$line"
     done
 done
