@@ -766,7 +766,8 @@ tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
 		else
 			hi = h;
 	}
-	return (lo + hi) / 2;
+	/* lo, not the middle: a curve with no reuse at all answers 0. */
+	return lo;
 }
 
 /* Shared memory the tier map would take for a tier of pages pages. */
