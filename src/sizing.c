@@ -38,15 +38,18 @@
  *	  A page enters the tier when it leaves shared buffers (the eviction
  *	  push), when it is written (dual write), or when it is read
  *	  (bpext.admission = read), and stays in it when it is served.  So a
- *	  page referenced by a miss is, from then on, either in the tier or in
- *	  shared buffers on its way to the tier; the model counts it as
- *	  occupying the tier from its miss on.  This overstates the tier's
- *	  occupancy by the pages missed and still in shared buffers (at most
- *	  shared_buffers of them), and dates a page's admission to its miss
- *	  rather than to its eviction: for pages that stay long in shared
- *	  buffers the predicted hit ratio is low (conservative).  The pushes
- *	  themselves are not fed in: with the tier off there are none, and the
- *	  curve must mean the same thing before and after the SSD exists.
+ *	  page referenced by a miss is, from then on, either in shared buffers
+ *	  or in the tier.  The stack therefore models shared buffers and the
+ *	  tier together: the bpext worker sweeps shared buffers (a full pass a
+ *	  second at most, bpext_sizing_sweep_shared_buffers) and moves the
+ *	  sampled pages it finds there to the top, so that a page is dated by
+ *	  when it was last seen in shared buffers, about when the tier got it,
+ *	  not by the miss that brought it in; and a tier of S pages is the
+ *	  stack's answer for S + shared_buffers pages (hit_ratio_at).  That
+ *	  counts the pages both hold (pages the tier served and keeps) twice,
+ *	  which overstates a little.  The pushes themselves are not fed in:
+ *	  with the tier off there are none, and the curve must mean the same
+ *	  thing before and after the SSD exists.
  *	- A write re-admits the page (dual write stores it; under
  *	  write_policy = invalidate the clean page is pushed when it is
  *	  evicted).  A dirty page written by the backend that evicts it, under
@@ -70,7 +73,10 @@
  * default 4 MB).  Now and then, with the lock held, the stamps are
  * renumbered (every `capacity` sampled references, linear in the entries)
  * or the threshold is lowered (linear too).  Nothing here allocates,
- * raises an error, or waits for anything but that lock.
+ * raises an error, or waits for anything but that lock.  The worker's
+ * sweep of shared buffers takes each buffer's header spinlock for a tag
+ * copy and hashes it: at most 256k buffers a round and NBuffers a second,
+ * about a millisecond per 100k buffers, off every backend's path.
  *
  * Locking protocol.
  *	- threshold is an atomic, read without a lock by every miss; it is
@@ -78,7 +84,10 @@
  *	  an old, higher value re-checks under the lock and drops the page.
  *	- Everything else (entries, hash chains, stamps, Fenwick tree,
  *	  histogram, window start) is read and written under the lock, by the
- *	  sampled path, the views and bpext_sizing_reset().
+ *	  sampled path, the worker's sweep, the views and bpext_sizing_reset().
+ *	- The sweep reads a buffer's tag under its header spinlock and lets go
+ *	  before it takes the advisor's lock; a tag out of date by then only
+ *	  dates one sampled page a little late or early.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -92,6 +101,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
+#include "storage/buf_internals.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
@@ -419,6 +429,45 @@ bucket_bounds(int bucket, double *lo, double *width)
 }
 
 /*
+ * Give a sampled page the newest stamp: entry is its entry, or NULL to take
+ * a free one (the caller has made sure there is one).  Under the lock.
+ */
+static void
+move_to_top(SizingEntry *entry, const BpextRelFile *rfile, ForkNumber fork,
+			BlockNumber block, uint32 hash)
+{
+	uint32		e;
+
+	if (entry == NULL)
+	{
+		uint32		bucket = hash & (Sizing->nbuckets - 1);
+
+		e = Sizing->free_head;
+		entry = &Sizing->entries[e];
+		Sizing->free_head = entry->next;
+		entry->rfile = *rfile;
+		entry->fork = (int32) fork;
+		entry->block = block;
+		entry->hash = hash;
+		entry->next = Sizing->buckets[bucket];
+		Sizing->buckets[bucket] = e;
+		Sizing->nentries++;
+	}
+	else
+	{
+		e = (uint32) (entry - Sizing->entries);
+		Sizing->owner[entry->stamp] = SIZING_NONE;
+		tree_add(entry->stamp, -1);
+	}
+
+	if (Sizing->next_stamp > Sizing->nstamps)
+		stamps_compact();
+	entry->stamp = Sizing->next_stamp++;
+	Sizing->owner[entry->stamp] = e;
+	tree_add(entry->stamp, 1);
+}
+
+/*
  * A sampled page was referenced: count the miss at its distance, then move
  * the page to the top of the stack.  See the file header for the model.
  */
@@ -481,32 +530,130 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 	else
 		Sizing->sampled_writes++;
 
-	if (entry == NULL)
+	move_to_top(entry, rfile, fork, block, hash);
+	LWLockRelease(Sizing->lock);
+}
+
+/*
+ * Shared buffers, seen by the bpext worker.  A sampled page found in
+ * shared buffers is moved to the top of the stack, as a write moves it,
+ * without counting a miss: the tier would receive it when it leaves
+ * shared buffers, so its next miss must be measured from about then, not
+ * from the miss that brought it in.  Without this, a page that stays long
+ * in shared buffers (an index's inner pages, a hot leaf) looks as if the
+ * tier had to keep it for all that time, and the curve is low at small
+ * tiers (by 8 to 10 points at a quarter of the hot set, before this).
+ * Each call visits the share of shared buffers that the time since the
+ * last call earns at one full pass per SIZING_SWEEP_MS, at most
+ * SIZING_SWEEP_MAX buffers, so a page is dated by its last visit, at most
+ * one pass late.  The header spinlock is taken per buffer, to read its tag
+ * whole; the advisor's lock once per batch of sampled pages.
+ */
+#define SIZING_SWEEP_MS		1000
+#define SIZING_SWEEP_MAX	(256 * 1024)
+#define SIZING_SWEEP_BATCH	64
+
+typedef struct SizingSeen
+{
+	BpextRelFile rfile;
+	ForkNumber	fork;
+	BlockNumber block;
+	uint32		hash;
+} SizingSeen;
+
+static void
+touch_seen(const SizingSeen *seen, int nseen)
+{
+	int			i;
+
+	LWLockAcquire(Sizing->lock, LW_EXCLUSIVE);
+	for (i = 0; i < nseen; i++)
 	{
-		e = Sizing->free_head;
-		entry = &Sizing->entries[e];
-		Sizing->free_head = entry->next;
-		entry->rfile = *rfile;
-		entry->fork = (int32) fork;
-		entry->block = block;
-		entry->hash = hash;
-		entry->next = Sizing->buckets[bucket];
-		Sizing->buckets[bucket] = e;
-		Sizing->nentries++;
+		uint32		bucket = seen[i].hash & (Sizing->nbuckets - 1);
+		SizingEntry *entry = NULL;
+		uint32		e;
+
+		if (seen[i].hash > pg_atomic_read_u32(&Sizing->threshold.value))
+			continue;
+		for (e = Sizing->buckets[bucket]; e != SIZING_NONE; e = Sizing->entries[e].next)
+		{
+			if (entry_matches(&Sizing->entries[e], &seen[i].rfile,
+							  seen[i].fork, seen[i].block))
+			{
+				entry = &Sizing->entries[e];
+				break;
+			}
+		}
+		/* A page not yet in the sample is not worth a cut of the rate. */
+		if (entry == NULL && Sizing->free_head == SIZING_NONE)
+			continue;
+		move_to_top(entry, &seen[i].rfile, seen[i].fork, seen[i].block,
+					seen[i].hash);
 	}
+	LWLockRelease(Sizing->lock);
+}
+
+void
+bpext_sizing_sweep_shared_buffers(void)
+{
+	static int	next_buffer = 0;
+	static TimestampTz last_sweep = 0;
+	SizingSeen	seen[SIZING_SWEEP_BATCH];
+	int			nseen = 0;
+	TimestampTz now;
+	long		secs;
+	int			usecs;
+	double		share;
+	int			nvisit;
+	int			i;
+
+	if (!bpext_sizing || Sizing == NULL)
+		return;
+	now = GetCurrentTimestamp();
+	if (last_sweep == 0)
+		share = 1.0;
 	else
 	{
-		Sizing->owner[entry->stamp] = SIZING_NONE;
-		tree_add(entry->stamp, -1);
+		TimestampDifference(last_sweep, now, &secs, &usecs);
+		share = (secs * 1000.0 + usecs / 1000.0) / SIZING_SWEEP_MS;
 	}
+	nvisit = (int) Min(Min(share, 1.0) * NBuffers, (double) SIZING_SWEEP_MAX);
+	if (nvisit < 1)
+		return;
+	last_sweep = now;
 
-	if (Sizing->next_stamp > Sizing->nstamps)
-		stamps_compact();
-	entry->stamp = Sizing->next_stamp++;
-	Sizing->owner[entry->stamp] = e;
-	tree_add(entry->stamp, 1);
+	for (i = 0; i < nvisit; i++)
+	{
+		BufferDesc *desc = GetBufferDescriptor(next_buffer);
+		BpextBufState state;
+		BufferTag	tag;
+		bool		valid;
 
-	LWLockRelease(Sizing->lock);
+		next_buffer = (next_buffer + 1) % NBuffers;
+		state = LockBufHdr(desc);
+		valid = (state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID);
+		if (valid)
+			tag = desc->tag;
+		bpext_unlock_buf_hdr(desc, state);
+		if (!valid)
+			continue;
+
+		seen[nseen].rfile = BPEXT_BUFTAG_RELFILE(tag);
+		seen[nseen].fork = BPEXT_BUFTAG_FORK(tag);
+		seen[nseen].block = BPEXT_BUFTAG_BLOCK(tag);
+		seen[nseen].hash = bpext_sizing_hash(&seen[nseen].rfile,
+											 seen[nseen].fork,
+											 seen[nseen].block);
+		if (seen[nseen].hash > pg_atomic_read_u32(&Sizing->threshold.value))
+			continue;
+		if (++nseen == SIZING_SWEEP_BATCH)
+		{
+			touch_seen(seen, nseen);
+			nseen = 0;
+		}
+	}
+	if (nseen > 0)
+		touch_seen(seen, nseen);
 }
 
 /* ---------------------------------------------------------------------
@@ -564,7 +711,7 @@ sizing_snapshot(SizingSnapshot *snap)
 	snap->seconds = secs + usecs / 1000000.0;
 }
 
-/* Estimated fraction of the misses a tier of pages pages would serve. */
+/* The stack's answer: the fraction of misses whose distance is below pages. */
 static double
 hit_ratio_at(const SizingSnapshot *snap, double pages)
 {
@@ -587,6 +734,40 @@ hit_ratio_at(const SizingSnapshot *snap, double pages)
 			hits += snap->histogram[b] * (pages - lo) / width;
 	}
 	return Min(hits / snap->miss_weight, 1.0);
+}
+
+/*
+ * Estimated fraction of the misses a tier of tier_pages pages would serve.
+ * The stack holds shared buffers' pages too (the sweep keeps them at its
+ * top), so a missed page is still held, by shared buffers or by the tier,
+ * when it is among the last tier_pages + NBuffers distinct pages seen,
+ * less the pages both hold: the tier keeps the pages it serves, so of the
+ * pages in shared buffers about the share h that came from the tier is in
+ * the tier as well.  The tier's hit ratio h is therefore the h for which
+ * h = hit_ratio_at(tier_pages + NBuffers * (1 - h)); the right-hand side
+ * falls as h grows, so there is one, found by bisection.  On the bench's
+ * uniform and skewed workloads this is within a point or two of the
+ * measured ratio, where the stack alone (no sweep, no shared buffers) was
+ * 8 to 10 points low at a quarter of the hot set.
+ */
+static double
+tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
+{
+	double		lo = 0;
+	double		hi = 1;
+	int			i;
+
+	for (i = 0; i < 20; i++)
+	{
+		double		h = (lo + hi) / 2;
+
+		if (hit_ratio_at(snap, tier_pages + NBuffers * (1 - h)) > h)
+			lo = h;
+		else
+			hi = h;
+	}
+	/* lo, not the middle: a curve with no reuse at all answers 0. */
+	return lo;
 }
 
 /* Shared memory the tier map would take for a tier of pages pages. */
@@ -644,7 +825,7 @@ bpext_sizing_1_3(PG_FUNCTION_ARGS)
 	{
 		Datum		values[5];
 		bool		nulls[5] = {0};
-		double		ratio = hit_ratio_at(snap, sizes[i]);
+		double		ratio = tier_hit_ratio(snap, sizes[i]);
 
 		values[0] = Int64GetDatum((int64) sizes[i]);
 		values[1] = Int64GetDatum((int64) sizes[i] * BLCKSZ);

@@ -36,6 +36,7 @@ extern pg_atomic_uint32 *BpextSizingThreshold;
 
 extern Size bpext_sizing_shmem_size(void);
 extern void bpext_sizing_shmem_init(bool found);
+extern void bpext_sizing_sweep_shared_buffers(void);
 extern void bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 								 BlockNumber block, uint32 hash, bool miss);
 

@@ -43,6 +43,7 @@
 #include "bpext.h"
 #include "evict_push.h"
 #include "io_watch.h"
+#include "sizing.h"
 #include "store_queue.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -237,6 +238,9 @@ bpext_worker_main(Datum main_arg)
 		bpext_tier_flush_directory();
 
 		naptime = bpext_push_round();
+
+		/* Shared buffers' pages, seen for the sizing advisor (sizing.c). */
+		bpext_sizing_sweep_shared_buffers();
 
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -160,5 +160,75 @@ cmp_ok($w->{sample_rate}, '<', 0.5, "the rate went down to $w->{sample_rate}");
 cmp_ok($w->{sampled_pages}, '<=', $w->{sample_capacity}, 'the sample fits');
 check_step($curve, $n, 0.1, 'adjusted sample');
 
+# 5. A page that stays in shared buffers is dated by when it was last seen
+# there, not by the miss that brought it in: the tier gets it when it
+# leaves shared buffers.  h (20 pages) is read once, then cyc is scanned
+# (through a ring: h stays in shared buffers) and, after a few passes of
+# the worker's sweep, d (600 pages, by TID: no ring) pushes h out.  h's
+# second reads come some 600 misses after the sweep last saw h but 3600
+# after h's first miss: a 1024-page tier serves them only if the sweep
+# counts.  The tables are vacuumed first, so that reading them sets no
+# hint bit: a page written when it leaves shared buffers is dated by that
+# write, sweep or not.
+$node->append_conf('postgresql.conf',
+	"bpext.sizing_memory = '4MB'\nbpext.sizing_sample_rate = 1.0\n");
+$node->restart;
+$node->safe_psql('postgres', q{
+	CREATE TABLE h (id int, pad text);
+	INSERT INTO h SELECT i, repeat('h', 1000) FROM generate_series(1, 140) i;
+	CREATE TABLE d (id int, pad text);
+	INSERT INTO d SELECT i, repeat('d', 1000) FROM generate_series(1, 4200) i;
+	VACUUM h;
+	VACUUM d;
+	CHECKPOINT;
+});
+my $h_pages = $node->safe_psql('postgres', "SELECT pg_relation_size('h') / 8192");
+my $d_pages = $node->safe_psql('postgres', "SELECT pg_relation_size('d') / 8192");
+my $h_tids = join(',', map { "'($_,1)'" } 0 .. $h_pages - 1);
+my $d_tids = join(',', map { "'($_,1)'" } 0 .. $d_pages - 1);
+my $h_resident = q{SELECT count(*) FROM bpext_buffer_descriptors
+	 WHERE NOT is_in_bpool_extension AND relfilenode = pg_relation_filenode('h')};
+
+# One session throughout, its catalog caches filled before the reset, so
+# that the only misses are the tables' own.
+my @out = split /\n/, $node->safe_psql('postgres', qq{
+	SET enable_seqscan = off;
+	SELECT count(*) FROM h WHERE ctid = ANY (ARRAY[$h_tids]::tid[]) AND false;
+	SELECT count(*) FROM d WHERE ctid = ANY (ARRAY[$d_tids]::tid[]) AND false;
+	SELECT count(*) FROM ($h_resident) x WHERE false;
+	SELECT count(*) FROM bpext_sizing z, bpext_sizing_window w WHERE false;
+	SELECT bpext_sizing_reset();
+	SELECT count(*) FROM h WHERE ctid = ANY (ARRAY[$h_tids]::tid[]);
+	SET enable_seqscan = on;
+	SELECT count(*) FROM cyc;
+	SET enable_seqscan = off;
+	$h_resident;
+	SELECT pg_sleep(3);
+	SELECT count(*) FROM d WHERE ctid = ANY (ARRAY[$d_tids]::tid[]);
+	$h_resident;
+	SELECT count(*) FROM h WHERE ctid = ANY (ARRAY[$h_tids]::tid[]);
+	SELECT round(z.hit_ratio * w.misses)
+	  FROM bpext_sizing z, bpext_sizing_window w WHERE z.tier_pages = 256;
+	SELECT round(z.hit_ratio * w.misses)
+	  FROM bpext_sizing z, bpext_sizing_window w WHERE z.tier_pages = 1024;
+	SELECT round(z.hit_ratio * w.misses)
+	  FROM bpext_sizing z, bpext_sizing_window w WHERE z.tier_pages = 8192;
+});
+@out = grep { $_ ne '' } @out;
+my ($h_read, $cyc_read, $kept, $d_read, $h_left, $h_again, $hits_256,
+	$hits_1024, $hits_8192) = @out[ -9 .. -1 ];
+is($h_read, $h_pages, "h read ($h_pages pages)");
+is($d_read, $d_pages, "d read ($d_pages pages)");
+cmp_ok($kept, '>=', $h_pages / 2, "$kept pages of h stayed in shared buffers through the scan");
+is($h_left, 0, 'd pushed h out of shared buffers');
+is($h_again, $h_pages, 'h read again');
+# Short reuses (a few catalog and free-space-map pages) are served at
+# every size; h's come in between 256 pages (d's 600 came after them) and
+# 1024, and without the sweep only above 3600 (cyc's pages too).
+cmp_ok($hits_1024 - $hits_256, '>=', $kept - 2,
+	"a 1024-page tier, and not a 256-page one, serves the second reads of h's pages the sweep saw ($hits_256, $hits_1024)");
+cmp_ok($hits_8192 - $hits_256, '>=', $h_pages - 2,
+	"an 8192-page tier serves all of them ($hits_8192)");
+
 $node->stop;
 done_testing();
