@@ -317,12 +317,25 @@ if [ "$READ_PATH" = 0 ]; then
     echo
     echo "$version"
     echo
-    echo "| workload | no bpext | bpext loaded, tier off | tier on | off / none | on / none |"
-    echo "|---|---|---|---|---|---|"
+    # A column per configuration run, each also as a change from the first.
+    set -- $CONFIGS
+    first=$1
+    header="| workload |"; rule="|---|"
+    for c in "$@"; do header+=" $c |"; rule+="---|"; done
+    for c in "${@:2}"; do header+=" $c / $first |"; rule+="---|"; done
+    echo "$header"
+    echo "$rule"
     for wl in ${WORKLOADS//,/ }; do
-        awk -v w="$wl" -v a="${PER_TXN[none,$wl]}" -v b="${PER_TXN[off,$wl]}" -v c="${PER_TXN[on,$wl]}" \
-            'BEGIN { printf "| %s | %d | %d | %d | %+.2f%% | %+.2f%% |\n", w, a, b, c, (b / a - 1) * 100, (c / a - 1) * 100 }'
+        row="| $wl |"
+        for c in "$@"; do row+=" ${PER_TXN[$c,$wl]} |"; done
+        for c in "${@:2}"; do
+            row+=$(awk -v a="${PER_TXN[$first,$wl]}" -v b="${PER_TXN[$c,$wl]}" \
+                'BEGIN { printf " %+.2f%% |", (b / a - 1) * 100 }')
+        done
+        echo "$row"
     done
+    echo
+    echo "Configurations: none (no bpext), off (bpext loaded, tier off), off-nosizing (the same, bpext.sizing = off), on (tier on)."
 } > "$RESULTS/results.md"
 else
 {
