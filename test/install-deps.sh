@@ -91,14 +91,17 @@ fi
 
 # etcd and Patroni, for test/t/110_patroni.pl: the etcd-server and patroni
 # packages of the release this runs on (Debian 12: etcd 3.4 and Patroni
-# 3.0; trixie and sid: etcd 3.5 and Patroni 4), unpacked under /var/tmp
-# rather than installed (both packages start a service when installed),
-# and the Python libraries that patroni depends on installed (of each of
-# its dependencies, the first alternative).  In a chroot (17, 18 and 19)
-# this runs inside it, so each major gets its own release's versions.
-# Best effort: without them that test is skipped.
+# 3.0; trixie: etcd 3.5 and Patroni 4.0; sid: etcd 3.5 and Patroni 4.1),
+# unpacked under /var/tmp rather than installed (both packages start a
+# service when installed), and the Python libraries that patroni depends
+# on installed (of each of its dependencies, the first alternative), with
+# python3-etcd, the client of the suite's DCS, which sid's patroni no
+# longer depends on.  In a chroot (17, 18 and 19) this runs inside it, so
+# each major gets its own release's versions.  Best effort: without them
+# that test is skipped.
 patroni_dir=/var/tmp/bpext-patroni
-if [ "$(id -u)" -eq 0 ] && [ ! -f "$patroni_dir/usr/bin/patroni" ]; then
+if [ "$(id -u)" -eq 0 ] && { [ ! -f "$patroni_dir/usr/bin/patroni" ] ||
+        ! dpkg-query -W -f='${Status}' python3-etcd 2>/dev/null | grep -q "install ok installed"; }; then
     export DEBIAN_FRONTEND=noninteractive
     deb_dir=$(mktemp -d)
     chmod 777 "$deb_dir"
@@ -109,9 +112,10 @@ if [ "$(id -u)" -eq 0 ] && [ ! -f "$patroni_dir/usr/bin/patroni" ]; then
             tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/[[:space:]]//g' |
             grep '^python3-') &&
         # shellcheck disable=SC2086
-        apt-get install -y -qq $patroni_libs >/dev/null &&
+        apt-get install -y -qq $patroni_libs python3-etcd >/dev/null &&
         dpkg-deb -x "$deb_dir"/etcd-server_*.deb "$patroni_dir.tmp" &&
         dpkg-deb -x "$deb_dir"/patroni_*.deb "$patroni_dir.tmp"; then
+        rm -rf "$patroni_dir"
         mv "$patroni_dir.tmp" "$patroni_dir"
     else
         rm -rf "$patroni_dir.tmp"

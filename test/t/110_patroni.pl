@@ -33,6 +33,7 @@ use Time::HiRes qw(usleep time);
 
 my $why = BpextPatroni::unavailable();
 plan skip_all => $why if $why;
+note('with ' . BpextPatroni::versions());
 
 my $scale = 3;
 my $tier_size = '128MB';
