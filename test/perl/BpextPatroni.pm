@@ -22,10 +22,13 @@ BpextPatroni - a Patroni cluster on loopback for bpext's HA suite
 
 =head1 DESCRIPTION
 
-Runs Debian's own etcd (etcd-server 3.4) and Patroni (3.0), which
-test/install-deps.sh unpacks under /var/tmp/bpext-patroni instead of
-installing them, so that no etcd or Patroni service is started on the
-machine.  Everything listens on 127.0.0.1, on ports
+Runs Debian's own etcd and Patroni of the release the major runs on
+(Debian 12: etcd 3.4 and Patroni 3.0; trixie: 3.5 and 4.0; sid: 3.5 and
+4.1), which test/install-deps.sh unpacks under /var/tmp/bpext-patroni
+instead of installing them, so that no etcd or Patroni service is started
+on the machine.  One configuration serves every version: Patroni talks to
+etcd through its v3 API (the etcd3 section; etcd 3.5 no longer serves the
+v2 API by default), and the configuration uses no key Patroni 4 removed.  Everything listens on 127.0.0.1, on ports
 PostgreSQL::Test::Cluster hands out, and everything lives under the test's
 own directory.
 
