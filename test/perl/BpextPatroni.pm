@@ -188,6 +188,7 @@ sub start
 		return $self if $h && ($h->{health} // '') eq 'true';
 		usleep(100_000);
 	}
+	BpextPatroni::show_logs();
 	croak "etcd did not become healthy; see $self->{log}";
 }
 
