@@ -89,28 +89,33 @@ if [ "$(id -u)" -eq 0 ] && [ ! -x "$exporter_dir/usr/bin/prometheus-postgres-exp
     rm -rf "$deb_dir"
 fi
 
-# etcd and Patroni, for test/t/110_patroni.pl: Debian 12's etcd-server 3.4
-# and patroni 3.0 packages unpacked under /var/tmp rather than installed
-# (both packages start a service when installed), and Patroni's Python
-# libraries installed.  Only on the release that ships those versions (the
-# suite is written against them); best effort: without them that test is
-# skipped.
+# etcd and Patroni, for test/t/110_patroni.pl: the etcd-server and patroni
+# packages of the release this runs on (Debian 12: etcd 3.4 and Patroni
+# 3.0; trixie: etcd 3.5 and Patroni 4.0; sid: etcd 3.5 and Patroni 4.1),
+# unpacked under /var/tmp rather than installed (both packages start a
+# service when installed), and the Python libraries that patroni depends
+# on installed (of each of its dependencies, the first alternative), with
+# python3-etcd, the client of the suite's DCS, which sid's patroni no
+# longer depends on.  In a chroot (17, 18 and 19) this runs inside it, so
+# each major gets its own release's versions.  Best effort: without them
+# that test is skipped.
 patroni_dir=/var/tmp/bpext-patroni
-if [ "$(id -u)" -eq 0 ] && [ "$(bpext_major_suite "$major")" = bookworm ] &&
-    [ ! -f "$patroni_dir/usr/bin/patroni" ]; then
+if [ "$(id -u)" -eq 0 ] && { [ ! -f "$patroni_dir/usr/bin/patroni" ] ||
+        ! dpkg-query -W -f='${Status}' python3-etcd 2>/dev/null | grep -q "install ok installed"; }; then
     export DEBIAN_FRONTEND=noninteractive
-    patroni_libs=(python3-cdiff python3-click python3-dateutil
-                  python3-pkg-resources python3-prettytable python3-psutil
-                  python3-urllib3 python3-yaml python3-psycopg2 python3-etcd
-                  python3-pysyncobj)
     deb_dir=$(mktemp -d)
     chmod 777 "$deb_dir"
     rm -rf "$patroni_dir.tmp"
-    if { apt-get install -y -qq "${patroni_libs[@]}" >/dev/null 2>&1 ||
-            { apt-get update -qq && apt-get install -y -qq "${patroni_libs[@]}" >/dev/null; }; } &&
-        (cd "$deb_dir" && apt-get download -qq patroni etcd-server >/dev/null) &&
+    if (cd "$deb_dir" && apt-get download -qq patroni etcd-server >/dev/null 2>&1 ||
+            { apt-get update -qq && apt-get download -qq patroni etcd-server >/dev/null; }) &&
+        patroni_libs=$(dpkg-deb -f "$deb_dir"/patroni_*.deb Depends |
+            tr ',' '\n' | sed -e 's/|.*//' -e 's/(.*)//' -e 's/[[:space:]]//g' |
+            grep '^python3-') &&
+        # shellcheck disable=SC2086
+        apt-get install -y -qq $patroni_libs python3-etcd >/dev/null &&
         dpkg-deb -x "$deb_dir"/etcd-server_*.deb "$patroni_dir.tmp" &&
         dpkg-deb -x "$deb_dir"/patroni_*.deb "$patroni_dir.tmp"; then
+        rm -rf "$patroni_dir"
         mv "$patroni_dir.tmp" "$patroni_dir"
     else
         rm -rf "$patroni_dir.tmp"

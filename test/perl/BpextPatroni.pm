@@ -22,10 +22,13 @@ BpextPatroni - a Patroni cluster on loopback for bpext's HA suite
 
 =head1 DESCRIPTION
 
-Runs Debian's own etcd (etcd-server 3.4) and Patroni (3.0), which
-test/install-deps.sh unpacks under /var/tmp/bpext-patroni instead of
-installing them, so that no etcd or Patroni service is started on the
-machine.  Everything listens on 127.0.0.1, on ports
+Runs Debian's own etcd and Patroni of the release the major runs on
+(Debian 12: etcd 3.4 and Patroni 3.0; trixie: 3.5 and 4.0; sid: 3.5 and
+4.1), which test/install-deps.sh unpacks under /var/tmp/bpext-patroni
+instead of installing them, so that no etcd or Patroni service is started
+on the machine.  One configuration serves every version: Patroni talks to
+etcd through its v3 API (the etcd3 section; etcd 3.5 no longer serves the
+v2 API by default), and the configuration uses no key Patroni 4 removed.  Everything listens on 127.0.0.1, on ports
 PostgreSQL::Test::Cluster hands out, and everything lives under the test's
 own directory.
 
@@ -47,21 +50,42 @@ use IPC::Run ();
 use JSON::PP ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Test::More ();
 use Time::HiRes qw(usleep time);
 
 our $DIR = $ENV{BPEXT_PATRONI_DIR} // '/var/tmp/bpext-patroni';
 our $PYTHON = '/usr/bin/python3';
+
+# The logs of the etcd and Patroni processes started, shown when a wait
+# for the cluster gives up.
+my @logs;
 
 # Why the suite cannot run here, or undef.
 sub unavailable
 {
 	return "etcd and Patroni are not unpacked in $DIR (test/install-deps.sh does that)"
 	  unless -x "$DIR/usr/bin/etcd" && -f "$DIR/usr/bin/patroni";
-	my ($out, $err);
-	my $ok = IPC::Run::run([ $PYTHON, "$DIR/usr/bin/patroni", '--version' ],
-		'>', \$out, '2>', \$err, init => \&_python_env);
-	return "Patroni does not run: $err" unless $ok;
 	return;
+}
+
+# The versions of Patroni and etcd, as "patroni 4.0.7, etcd 3.5.16"; dies
+# if Patroni cannot run or cannot load its etcd v3 client (sid's patroni
+# package no longer depends on python3-etcd, which that client needs).
+sub versions
+{
+	my ($out, $err, $etcd_out);
+	IPC::Run::run([ $PYTHON, "$DIR/usr/bin/patroni", '--version' ],
+		'>', \$out, '2>', \$err, init => \&_python_env)
+	  or croak "Patroni does not run: $err";
+	chomp $out;
+	IPC::Run::run([ $PYTHON, '-c', 'import patroni.dcs.etcd3' ],
+		'2>', \$err, init => \&_python_env)
+	  or croak "Patroni cannot load its etcd v3 client: $err";
+	IPC::Run::run([ "$DIR/usr/bin/etcd", '--version' ],
+		'>', \$etcd_out, '2>', \$err)
+	  or croak "etcd does not run: $err";
+	my ($etcd) = $etcd_out =~ /^etcd Version: (\S+)/m;
+	return "$out, etcd " . ($etcd // 'unknown');
 }
 
 sub _python_env
@@ -102,7 +126,21 @@ sub wait_for_leader
 		return $leaders[0] if @leaders == 1;
 		usleep(250_000);
 	}
+	show_logs();
 	croak "no single running leader after the timeout";
+}
+
+# The last lines of every etcd and Patroni log, as test diagnostics.
+sub show_logs
+{
+	for my $log (@logs)
+	{
+		next unless -f $log;
+		my @lines = split /\n/, slurp_file($log);
+		splice(@lines, 0, @lines - 40) if @lines > 40;
+		Test::More::diag(join("\n", "--- $log", @lines));
+	}
+	return;
 }
 
 =pod
@@ -127,6 +165,7 @@ sub start
 		dir => "$basedir/etcd",
 		log => "$basedir/etcd.log",
 	}, $class;
+	push @logs, $self->{log};
 	my $client = "http://127.0.0.1:$self->{client_port}";
 	my $peer = "http://127.0.0.1:$self->{peer_port}";
 	$self->{handle} = IPC::Run::start(
@@ -149,6 +188,7 @@ sub start
 		return $self if $h && ($h->{health} // '') eq 'true';
 		usleep(100_000);
 	}
+	BpextPatroni::show_logs();
 	croak "etcd did not become healthy; see $self->{log}";
 }
 
@@ -196,6 +236,7 @@ sub new
 		patroni_log => "$base/patroni.log",
 	}, $class;
 	$self->{data_dir} = "$base/data";
+	push @logs, $self->{patroni_log};
 
 	my %parameters = (
 		unix_socket_directories => $base,

@@ -1,10 +1,11 @@
 
 # Copyright (c) 2026, bpext developers
 
-# bpext under a real HA manager: a 3-node Patroni cluster (Debian's
-# Patroni 3.0 and etcd 3.4, on loopback), bpext with a tier of its own on
-# every node, pgbench TPC-B through the leader and select-only on the
-# replicas.  Then a planned switchover, a failover by SIGKILL of the
+# bpext under a real HA manager: a 3-node Patroni cluster on loopback,
+# with the Patroni and etcd of the Debian release the major runs on (3.0
+# and 3.4 on 15, 4.0 and 3.5 on 17, 4.1 and 3.5 on 18 and 19), bpext with a
+# tier of its own on every node, pgbench TPC-B through the leader and
+# select-only on the replicas.  Then a planned switchover, a failover by SIGKILL of the
 # leader's Patroni and postmaster, the old leader rejoining through
 # pg_rewind, a restart of a replica, and a restore of a base backup into a
 # data directory whose tier file (with a map saved at its last clean
@@ -33,6 +34,7 @@ use Time::HiRes qw(usleep time);
 
 my $why = BpextPatroni::unavailable();
 plan skip_all => $why if $why;
+note('with ' . BpextPatroni::versions());
 
 my $scale = 3;
 my $tier_size = '128MB';
