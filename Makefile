@@ -30,6 +30,7 @@ OBJS = \
 	src/tier_io.o \
 	src/tier_map.o \
 	src/tier_scans.o \
+	src/tier_readers.o \
 	src/tier_writer.o \
 	src/wait_events.o \
 	src/warm_restart.o \

@@ -46,6 +46,7 @@
 #include "store_queue.h"
 #include "tier_file.h"
 #include "tier_map.h"
+#include "tier_readers.h"
 #include "wait_events.h"
 #include "warm_restart.h"
 #include "worker.h"
@@ -153,6 +154,9 @@ _PG_init(void)
 									 (uint64) PG_UINT32_MAX - 1);
 	if (startup_max_slots > 0)
 		startup_max_slots--;	/* the file header takes one block */
+
+	/* Before any fork: every process inherits the tier readers' region. */
+	tier_readers_create();
 
 	bpext_install_smgr_wrappers();
 	bpext_install_db_hooks();

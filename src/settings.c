@@ -25,6 +25,7 @@
 #include "scan_pool.h"
 #include "sizing.h"
 #include "test_hooks.h"
+#include "tier_readers.h"
 
 BpextControl *BpextCtl = NULL;
 
@@ -37,6 +38,7 @@ bool		bpext_direct_io = false;
 int			bpext_push_interval_ms = 10;
 int			bpext_push_lookahead = 0;
 int			bpext_io_timeout_ms = 5000;
+int			bpext_tier_readers = 4;
 bool		bpext_log_events = false;
 bool		bpext_warm_restart = true;
 char	   *bpext_min_free_space = NULL;
@@ -312,6 +314,16 @@ bpext_define_settings(void)
 							0, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.tier_readers",
+							"Helper processes that do the tier reads the kernel's page cache cannot serve at once.",
+							"A backend waits for them at most bpext.io_timeout, so a hung tier device never holds a read up for longer. 0 reads such pages from the data files instead.",
+							&bpext_tier_readers,
+							4,
+							0, TIER_READERS_MAX,
+							PGC_SIGHUP,
+							0,
 							NULL, NULL, NULL);
 
 	DefineCustomBoolVariable("bpext.log_events",

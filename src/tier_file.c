@@ -25,8 +25,10 @@
  * Every other process opens the file by path on first use, and again
  * whenever BpextCtl->file_incarnation says the worker has (re)opened it.
  * Page I/O uses O_DIRECT when bpext.direct_io is on and the file system
- * allows it, through an aligned bounce buffer when the caller's buffer is
- * not aligned (PostgreSQL 15's shared buffers are only cache-line aligned).
+ * allows it; writes go through an aligned bounce buffer when the caller's
+ * buffer is not aligned (PostgreSQL 15's shared buffers are only
+ * cache-line aligned), and reads never wait for the device in the caller
+ * (tier_file_read_page, tier_readers.c).
  *
  * Nothing here raises an error: failures come back as false/-1 with errno
  * or a message, and the caller decides (tier_control.c turns them into the
@@ -51,6 +53,7 @@
 #include "bpext.h"
 #include "test_hooks.h"
 #include "tier_file.h"
+#include "tier_readers.h"
 #include "tier_writer.h"
 
 #define TIER_MAGIC			"BPEXTIER"
@@ -629,27 +632,88 @@ needs_bounce(const char *buf)
 	return local_direct && (uintptr_t) buf % TIER_IO_ALIGN != 0;
 }
 
-/* Read one slot.  False with errno set (0 for a short read) on failure. */
-bool
-tier_file_read_page(uint32 slot, char *page)
+/*
+ * In a helper process (tier_writer.c's, tier_readers.c's): a descriptor of
+ * the tier file with an open file description of its own (opened by name,
+ * and checked to be the same file), instead of the inherited fd, which is
+ * closed, so that a helper left stuck in the kernel never holds the
+ * worker's flock.  -1 with errno set if that fails; every I/O then fails
+ * with it.
+ */
+int
+tier_file_reopen_own(int fd)
+{
+	char		link[64];
+	char		path[MAXPGPATH];
+	struct stat inherited;
+	struct stat own_st;
+	int			flags = fcntl(fd, F_GETFL);
+	ssize_t		len;
+	int			own = -1;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	len = readlink(link, path, sizeof(path) - 1);
+	if (flags >= 0 && len > 0 && fstat(fd, &inherited) == 0)
+	{
+		path[len] = '\0';
+		own = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (flags & O_DIRECT));
+		if (own >= 0 &&
+			(fstat(own, &own_st) != 0 || own_st.st_dev != inherited.st_dev ||
+			 own_st.st_ino != inherited.st_ino))
+		{
+			close(own);
+			own = -1;
+			errno = ESTALE;
+		}
+	}
+	close(fd);
+	return own;
+}
+
+/*
+ * The worker's descriptor of the current tier file, for the reader
+ * helpers it forks (tier_readers.c), and its incarnation; -1 if it has
+ * none.
+ */
+int
+tier_file_current_fd(uint32 *incarnation)
 {
 	int			fd = local_tier_fd();
-	char	   *target;
-	ssize_t		n;
+
+	*incarnation = local_incarnation;
+	return fd;
+}
+
+/*
+ * Read one slot, never waiting for the device: a page the kernel's page
+ * cache holds is read here (preadv2 with RWF_NOWAIT, which returns EAGAIN
+ * or a short count instead of going to the device), any other through a
+ * reader helper that the caller waits for at most bpext.io_timeout
+ * (tier_readers.c).  With O_DIRECT, or where the file system does not do
+ * RWF_NOWAIT, every read goes to a helper.  TIER_READ_FAILED has errno
+ * set (0 for a short read).
+ */
+TierReadResult
+tier_file_read_page(uint32 slot, char *page)
+{
+	static bool nowait_unsupported = false;
+	int			fd = local_tier_fd();
 
 	if (fd < 0)
-		return false;
-	target = needs_bounce(page) ? bounce_page() : page;
-	n = pread(fd, target, BLCKSZ, TIER_SLOT_OFFSET(slot));
-	if (n != BLCKSZ)
+		return TIER_READ_UNAVAILABLE;
+	if (!local_direct && !nowait_unsupported)
 	{
-		if (n >= 0)
-			errno = 0;
-		return false;
+		struct iovec iov = {.iov_base = page,.iov_len = BLCKSZ};
+		ssize_t		n = preadv2(fd, &iov, 1, TIER_SLOT_OFFSET(slot), RWF_NOWAIT);
+
+		if (n == BLCKSZ)
+			return TIER_READ_OK;
+		if (n < 0 && (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL))
+			nowait_unsupported = true;
+		else if (n < 0 && errno != EAGAIN)
+			return TIER_READ_FAILED;
 	}
-	if (target != page)
-		memcpy(page, target, BLCKSZ);
-	return true;
+	return tier_readers_read(page, TIER_SLOT_OFFSET(slot), local_incarnation);
 }
 
 /*

@@ -14,6 +14,8 @@
 
 #include "port/pg_crc32c.h"
 
+#include "tier_readers.h"
+
 /* The first BLCKSZ bytes of the file are its header; slot i follows. */
 #define TIER_SLOT_OFFSET(slot)	((off_t) BLCKSZ * ((off_t) (slot) + 1))
 #define TIER_FILE_SIZE(nslots)	TIER_SLOT_OFFSET(nslots)
@@ -93,7 +95,9 @@ extern int	tier_file_reopen(const char *path, uint64 dev, uint64 ino,
 
 /* Every process's side: page I/O through its own descriptor. */
 extern bool tier_file_ready(void);
-extern bool tier_file_read_page(uint32 slot, char *page);
+extern TierReadResult tier_file_read_page(uint32 slot, char *page);
+extern int	tier_file_current_fd(uint32 *incarnation);
+extern int	tier_file_reopen_own(int fd);
 extern bool tier_file_write_pages(uint32 first_slot, int npages,
 								  char *const *pages, uint32 *incarnation);
 extern void tier_file_close_local(void);

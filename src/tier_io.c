@@ -11,7 +11,10 @@
  * a slot that is still current means the tier file is damaged: the tier
  * goes to ERROR state (bpext_tier_fail) and stops serving.  Every read and
  * write is stamped for io_watch.c, and none starts while another one has
- * been under way for longer than bpext.io_timeout.
+ * been under way for longer than bpext.io_timeout.  A read never waits
+ * for the device longer than that either (tier_file_read_page and
+ * tier_readers.c): every tier read of a backend, for a shared-buffer miss
+ * or for a view, goes through read_current_page.
  *
  * Stores take a ticket (tier_map_begin_admit) before the page is copied and
  * publish after it is written (smgr calls do not store: they queue the
@@ -103,6 +106,7 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	uint32		slot;
 	uint64		start_us;
 	uint64		elapsed_us;
+	TierReadResult result;
 	bool		read_ok;
 	bool		crc_ok;
 	bool		still_valid;
@@ -127,8 +131,9 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	BPEXT_COUNT(outstanding_io, 1);
 	bpext_io_watch_begin_at(false, start_us);
 	pgstat_report_wait_start(BPEXT_WAIT_EVENT(BPEXT_WAIT_TIER_READ));
-	read_ok = tier_file_read_page(slot, buffer);
+	result = tier_file_read_page(slot, buffer);
 	save_errno = errno;
+	read_ok = result == TIER_READ_OK;
 	pgstat_report_wait_end();
 	bpext_io_watch_end();
 	BPEXT_COUNT(outstanding_io, -1);
@@ -139,8 +144,12 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	if (serving)
 		BPEXT_COUNT(read_time_us, elapsed_us);
 
-	/* A slot invalidated while we read it is a plain miss, not damage. */
-	if (!still_valid)
+	/*
+	 * A slot invalidated while we read it is a plain miss, not damage; so
+	 * is a read no helper could take, or one that did not answer in time
+	 * (tier_readers.c has switched the tier off then).
+	 */
+	if (!still_valid || result == TIER_READ_UNAVAILABLE)
 		return false;
 	if (!read_ok)
 	{

@@ -44,11 +44,9 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +57,7 @@
 
 #include "bpext.h"
 #include "postmaster_io.h"
+#include "tier_file.h"
 #include "tier_writer.h"
 
 /*
@@ -125,42 +124,6 @@ transfer(int fd, void *buf, size_t len, bool reading)
 }
 
 /*
- * In the helper: a descriptor of the tier file with an open file
- * description of its own (opened by name, and checked to be the same
- * file), instead of the inherited fd, which is closed.  -1 with errno set
- * if that fails; every write then fails with it.
- */
-static int
-reopen_own(int fd)
-{
-	char		link[64];
-	char		path[MAXPGPATH];
-	struct stat inherited;
-	struct stat own_st;
-	int			flags = fcntl(fd, F_GETFL);
-	ssize_t		len;
-	int			own = -1;
-
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	len = readlink(link, path, sizeof(path) - 1);
-	if (flags >= 0 && len > 0 && fstat(fd, &inherited) == 0)
-	{
-		path[len] = '\0';
-		own = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (flags & O_DIRECT));
-		if (own >= 0 &&
-			(fstat(own, &own_st) != 0 || own_st.st_dev != inherited.st_dev ||
-			 own_st.st_ino != inherited.st_ino))
-		{
-			close(own);
-			own = -1;
-			errno = ESTALE;
-		}
-	}
-	close(fd);
-	return own;
-}
-
-/*
  * The helper: PostgreSQL's signal handlers and shared memory are not for
  * it; it only ever calls pwrite and answers.
  */
@@ -194,7 +157,7 @@ helper_main(int in, int out, int tier_fd)
 	 * carry its flock (tier_file.c), which a helper left stuck in the kernel
 	 * must not keep, or the tier could not be enabled on that file again.
 	 */
-	tier_fd = reopen_own(tier_fd);
+	tier_fd = tier_file_reopen_own(tier_fd);
 
 	for (;;)
 	{

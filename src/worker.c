@@ -16,6 +16,8 @@
  * Every tier write the worker makes goes through a helper process that it
  * stops waiting for after bpext.io_timeout (tier_writer.c), so that a hung
  * device cannot keep the worker, and with it the server's shutdown, stuck.
+ * It also keeps the reader helpers that backends hand their tier reads to
+ * running for the file it serves (tier_readers.c).
  *
  * If the worker dies, the postmaster restarts it after a second; the new
  * incarnation finds the tier in whatever state the old one left, throws
@@ -47,6 +49,7 @@
 #include "store_queue.h"
 #include "tier_file.h"
 #include "tier_map.h"
+#include "tier_readers.h"
 #include "tier_scans.h"
 #include "tier_writer.h"
 #include "wait_events.h"
@@ -101,6 +104,7 @@ worker_detach(int code, Datum arg)
 	bpext_push_abandon();
 	store_queue_abandon();
 	tier_writer_stop();
+	tier_readers_stop();
 	if (CurrentResourceOwner != NULL)
 		ResourceOwnerRelease(CurrentResourceOwner,
 							 RESOURCE_RELEASE_BEFORE_LOCKS, false, true);
@@ -160,6 +164,21 @@ log_events(TimestampTz since, TimestampTz now)
 						(unsigned long long) (c.page_evictions - last.page_evictions))));
 	last = c;
 	have_last = true;
+}
+
+/*
+ * bpext.tier_readers helpers read from the file of the enabled tier
+ * (tier_readers.c); none while the tier is in any other state.
+ */
+static void
+maintain_readers(void)
+{
+	uint32		incarnation = 0;
+	int			fd = -1;
+
+	if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED)
+		fd = tier_file_current_fd(&incarnation);
+	tier_readers_maintain(fd, incarnation);
 }
 
 void
@@ -223,6 +242,9 @@ bpext_worker_main(Datum main_arg)
 				log_events(last_check, now);
 			last_check = now;
 		}
+
+		/* Reader helpers for the file the tier serves, if it does. */
+		maintain_readers();
 
 		/* Sweeps DROP DATABASE and friends asked for, without delay. */
 		if (BpextCtl->nsweeps > 0)

@@ -28,7 +28,18 @@
  *					 A second number in the file, "ms N", lets each
  *					 process's first N calls made while the fault is on go
  *					 through unhurt (to hold up a read in the middle of a
- *					 combined read rather than its first).
+ *					 combined read rather than its first).  A read that
+ *					 must not wait (preadv2 with RWF_NOWAIT, bpext's first
+ *					 try) fails with EAGAIN instead, as on a device that
+ *					 does not answer with the page not in the page cache,
+ *					 and leaves a mark (read_held.OFFSET) so that the next
+ *					 blocking read of that offset, in whatever process
+ *					 (bpext's reader helper), blocks until the time the
+ *					 read held would have ended: the pid and the count of
+ *					 calls let through apply to the process that asked
+ *					 first.  A
+ *					 read that really blocks is also counted as
+ *					 read_blocked.
  *	write_sleep		 the same for pwrite()/pwritev()
  *	truncate_sleep	 the same for ftruncate() and truncate() (md's
  *					 truncation, and its unlink, which truncates first)
@@ -76,6 +87,8 @@ static int	(*real___open64_2) (const char *, int);
 static int	(*real_close) (int);
 static ssize_t (*real_pread) (int, void *, size_t, off_t);
 static ssize_t (*real_pread64) (int, void *, size_t, off_t);
+static ssize_t (*real_preadv2) (int, const struct iovec *, int, off_t, int);
+static ssize_t (*real_preadv64v2) (int, const struct iovec *, int, off_t, int);
 static ssize_t (*real_pwrite) (int, const void *, size_t, off_t);
 static ssize_t (*real_pwrite64) (int, const void *, size_t, off_t);
 static ssize_t (*real_pwritev) (int, const struct iovec *, int, off_t);
@@ -139,6 +152,31 @@ is_tracked(int fd)
 	return fd >= 0 && fd < MAX_TRACKED_FD && tracked[fd];
 }
 
+/* Count one injection of the fault called name, in injected.log. */
+static void
+log_injection(const char *name, int fd)
+{
+	char		path[4096];
+	int			save_errno = errno;
+	int			lfd;
+
+	snprintf(path, sizeof(path), "%s/injected.log", fault_ctl);
+	RESOLVE(open);
+	RESOLVE(close);
+	lfd = real_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (lfd >= 0)
+	{
+		char		line[128];
+		int			len = snprintf(line, sizeof(line), "%d %s fd %d\n",
+								   (int) getpid(), name, fd);
+
+		if (write(lfd, line, len) < 0)
+			(void) 0;
+		real_close(lfd);
+	}
+	errno = save_errno;
+}
+
 /* Is the fault called name switched on?  Logs it if so. */
 static int
 fault_on(const char *name, int fd)
@@ -152,24 +190,7 @@ fault_on(const char *name, int fd)
 	snprintf(path, sizeof(path), "%s/%s", fault_ctl, name);
 	on = (access(path, F_OK) == 0);
 	if (on)
-	{
-		int			lfd;
-
-		snprintf(path, sizeof(path), "%s/injected.log", fault_ctl);
-		RESOLVE(open);
-		RESOLVE(close);
-		lfd = real_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-		if (lfd >= 0)
-		{
-			char		line[128];
-			int			len = snprintf(line, sizeof(line), "%d %s fd %d\n",
-									   (int) getpid(), name, fd);
-
-			if (write(lfd, line, len) < 0)
-				(void) 0;
-			real_close(lfd);
-		}
-	}
+		log_injection(name, fd);
 	errno = save_errno;
 	return on;
 }
@@ -277,12 +298,11 @@ static long write_sleep_calls;
 static long truncate_sleep_calls;
 
 /*
- * If the fault called name is on, block for the milliseconds its control
- * file holds, whatever signals arrive; but not on the first calls it lets
- * through, counted in *calls_seen.
+ * If the fault called name is on (and applies to this process and this
+ * call, counted in *calls_seen), the milliseconds to block for, else -1.
  */
-static void
-sleep_fault_on(int file_tracked, const char *name, int fd, long *calls_seen)
+static long
+sleep_fault_ms(int file_tracked, const char *name, int fd, long *calls_seen)
 {
 	char		path[4096];
 	char		text[32];
@@ -291,11 +311,10 @@ sleep_fault_on(int file_tracked, const char *name, int fd, long *calls_seen)
 	long		only_pid = 0;
 	int			cfd;
 	ssize_t		n;
-	struct timespec until;
 	int			save_errno = errno;
 
 	if (!file_tracked || fault_ctl == NULL)
-		return;
+		return -1;
 	snprintf(path, sizeof(path), "%s/%s", fault_ctl, name);
 	RESOLVE(open);
 	RESOLVE(close);
@@ -303,7 +322,7 @@ sleep_fault_on(int file_tracked, const char *name, int fd, long *calls_seen)
 	if (cfd < 0)
 	{
 		errno = save_errno;
-		return;
+		return -1;
 	}
 	n = read(cfd, text, sizeof(text) - 1);
 	if (n > 0)
@@ -316,16 +335,21 @@ sleep_fault_on(int file_tracked, const char *name, int fd, long *calls_seen)
 		only_pid = strtol(end, NULL, 10);
 	}
 	real_close(cfd);
+	errno = save_errno;
 	if (only_pid != 0 && only_pid != (long) getpid())
-	{
-		errno = save_errno;
-		return;
-	}
+		return -1;
 	if ((*calls_seen)++ < unhurt_calls || !fault_on(name, fd))
-	{
-		errno = save_errno;
-		return;
-	}
+		return -1;
+	return ms;
+}
+
+/* Block for ms milliseconds, whatever signals arrive. */
+static void
+block_for(long ms)
+{
+	struct timespec until;
+	int			save_errno = errno;
+
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += ms / 1000;
 	until.tv_nsec += (ms % 1000) * 1000000L;
@@ -339,10 +363,86 @@ sleep_fault_on(int file_tracked, const char *name, int fd, long *calls_seen)
 	errno = save_errno;
 }
 
+/*
+ * If the fault called name is on, block for the milliseconds its control
+ * file holds, whatever signals arrive; but not on the first calls it lets
+ * through, counted in *calls_seen.
+ */
+static void
+sleep_fault_on(int file_tracked, const char *name, int fd, long *calls_seen)
+{
+	long		ms = sleep_fault_ms(file_tracked, name, fd, calls_seen);
+
+	if (ms >= 0)
+		block_for(ms);
+}
+
 static void
 sleep_fault(const char *name, int fd, long *calls_seen)
 {
 	sleep_fault_on(is_tracked(fd), name, fd, calls_seen);
+}
+
+static long long
+monotonic_ms(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long long) now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/*
+ * The mark a read held by read_sleep leaves for the offset: until when
+ * (CLOCK_MONOTONIC, in ms) a blocking read of it is held.
+ */
+static void
+held_mark(char *path, size_t len, off_t offset)
+{
+	snprintf(path, len, "%s/read_held.%lld", fault_ctl, (long long) offset);
+}
+
+/*
+ * A blocking read of a tracked file: held if a read of its offset that
+ * must not wait was held (and read_sleep is still on), else as read_sleep
+ * says for this process.
+ */
+static void
+read_sleep_fault(int fd, off_t offset)
+{
+	char		path[4096];
+	char		text[32];
+	int			save_errno = errno;
+	long		ms = -1;
+	int			mfd;
+	ssize_t		n;
+
+	if (!is_tracked(fd) || fault_ctl == NULL)
+		return;
+	held_mark(path, sizeof(path), offset);
+	RESOLVE(open);
+	RESOLVE(close);
+	mfd = real_open(path, O_RDONLY | O_CLOEXEC);
+	if (mfd >= 0)
+	{
+		/* Held until the time the mark gives, fault on or not. */
+		n = read(mfd, text, sizeof(text) - 1);
+		real_close(mfd);
+		unlink(path);
+		if (n > 0)
+		{
+			text[n] = '\0';
+			ms = strtoll(text, NULL, 10) - monotonic_ms();
+		}
+	}
+	else
+		ms = sleep_fault_ms(1, "read_sleep", fd, &read_sleep_calls);
+	errno = save_errno;
+	if (ms >= 0)
+	{
+		log_injection("read_blocked", fd);
+		block_for(ms);
+	}
 }
 
 static ssize_t
@@ -354,7 +454,7 @@ faulty_read(ssize_t (*real) (int, void *, size_t, off_t),
 		errno = EIO;
 		return -1;
 	}
-	sleep_fault("read_sleep", fd, &read_sleep_calls);
+	read_sleep_fault(fd, offset);
 	return real(fd, buf, count, offset);
 }
 
@@ -370,6 +470,60 @@ pread64(int fd, void *buf, size_t count, off_t offset)
 {
 	RESOLVE(pread64);
 	return faulty_read(real_pread64, fd, buf, count, offset);
+}
+
+static ssize_t
+faulty_readv2(ssize_t (*real) (int, const struct iovec *, int, off_t, int),
+			  int fd, const struct iovec *iov, int iovcnt, off_t offset,
+			  int flags)
+{
+	if (is_tracked(fd) && fault_on("read_eio", fd))
+	{
+		errno = EIO;
+		return -1;
+	}
+	if (is_tracked(fd) && (flags & RWF_NOWAIT) != 0)
+	{
+		long		ms = sleep_fault_ms(1, "read_sleep", fd, &read_sleep_calls);
+
+		if (ms >= 0)
+		{
+			char		path[4096];
+			char		text[32];
+			int			mfd;
+			int			len = snprintf(text, sizeof(text), "%lld",
+										   monotonic_ms() + ms);
+
+			held_mark(path, sizeof(path), offset);
+			mfd = real_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+			if (mfd >= 0)
+			{
+				if (write(mfd, text, len) < 0)
+					(void) 0;
+				real_close(mfd);
+			}
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+	else
+		read_sleep_fault(fd, offset);
+	return real(fd, iov, iovcnt, offset, flags);
+}
+
+ssize_t
+preadv2(int fd, const struct iovec *iov, int iovcnt, off_t offset, int flags)
+{
+	RESOLVE(preadv2);
+	return faulty_readv2(real_preadv2, fd, iov, iovcnt, offset, flags);
+}
+
+ssize_t
+preadv64v2(int fd, const struct iovec *iov, int iovcnt, off_t offset,
+		   int flags)
+{
+	RESOLVE(preadv64v2);
+	return faulty_readv2(real_preadv64v2, fd, iov, iovcnt, offset, flags);
 }
 
 /* -1 with errno set if a write fault is on, 1 for a short write, else 0. */
