@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 major=${PG_MAJOR:-17}
 bpext_check_majors "$major"
-if [ "$major" != "$(bpext_native_major || true)" ]; then
+if ! bpext_major_is_native "$major"; then
     exec test/pg_chroot.sh "$major" /bpext/test/demo.sh "$@"
 fi
 
