@@ -10,7 +10,7 @@
 #
 #   test/demo.sh [scale] [seconds]    (of the second part; default 20 and 10)
 #
-# PG_MAJOR picks the PostgreSQL major (default 17, the newest supported);
+# PG_MAJOR picks the PostgreSQL major (default 17);
 # one Debian 12 does not ship runs in a chroot of the Debian release that
 # does (test/pg_chroot.sh; its first use takes a few minutes).
 set -euo pipefail
