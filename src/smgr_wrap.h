@@ -3,8 +3,8 @@
  * smgr_wrap.h
  *	  bpext's storage-manager wrappers: the ones every generation shares
  *	  (smgr_wrap.c) and the read/write path of the generation being built
- *	  (smgr_wrap_block.c for 15, smgr_wrap_vectored.c for 17 and 18, and
- *	  smgr_wrap_aio.c for 18's asynchronous reads).
+ *	  (smgr_wrap_block.c for 15, smgr_wrap_vectored.c for 17 and later, and
+ *	  smgr_wrap_aio.c for the asynchronous reads of 18 and later).
  *
  * Copyright (c) 2026, bpext developers
  *

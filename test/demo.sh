@@ -10,7 +10,7 @@
 #
 #   test/demo.sh [scale] [seconds]    (of the second part; default 20 and 10)
 #
-# PG_MAJOR picks the PostgreSQL major (default 17, the newest supported);
+# PG_MAJOR picks the PostgreSQL major (default 17);
 # one Debian 12 does not ship runs in a chroot of the Debian release that
 # does (test/pg_chroot.sh; its first use takes a few minutes).
 set -euo pipefail
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 major=${PG_MAJOR:-17}
 bpext_check_majors "$major"
-if [ "$major" != "$(bpext_native_major || true)" ]; then
+if ! bpext_major_is_native "$major"; then
     exec test/pg_chroot.sh "$major" /bpext/test/demo.sh "$@"
 fi
 

@@ -28,12 +28,14 @@ packages=(postgresql-"$major" postgresql-server-dev-"$major" bzip2
 # A major from another suite (19 from experimental, on sid): that suite in
 # apt's sources, and its packages named "<package>/<suite>" (apt's -t
 # would take the suite's versions of their dependencies too, and some of
-# those do not install on sid).
+# those do not install on sid).  libpq too: 19's headers need its libpq-dev,
+# which apt does not take from experimental unless named so when it
+# installs the rest of this list along (a fresh chroot).
 archive=$(bpext_major_archive "$major")
 from_archive=()
 if [ "$archive" != "$(bpext_major_suite "$major")" ]; then
     from_archive=(postgresql-"$major" postgresql-server-dev-"$major"
-                  postgresql-client-"$major")
+                  postgresql-client-"$major" libpq-dev libpq5)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -39,6 +39,7 @@ chmod 755 "$root"
 mounted=()
 cleanup() {
     local i
+    [ -z "${saving:-}" ] || rm -f "$saving"
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
         umount -l "${mounted[i]}" 2>/dev/null || true
     done
@@ -60,6 +61,23 @@ need() {
     done
 }
 need zstd
+
+# Pack the tree into the tarball, through a file of this run's own (18 and
+# 19 share the sid chroot, so two runs may save it at once); cleanup removes
+# a half-written one.
+saving=
+save() {
+    saving=$(mktemp "$tarball.XXXXXX")
+    chmod 644 "$saving"
+    if tar -C "$root" --zstd --one-file-system --exclude=./bpext --exclude=./bpext-pg-tests \
+            --exclude=./proc --exclude=./sys --exclude=./dev -cpf "$saving" .; then
+        mv "$saving" "$tarball"
+    else
+        rm -f "$saving"
+        echo "pg_chroot: could not save $tarball; the next run installs again" >&2
+    fi
+    saving=
+}
 
 if [ -f "$tarball" ]; then
     tar -C "$root" --zstd -xpf "$tarball"
@@ -86,7 +104,7 @@ EOF
     # Valid-Until date; the packages are still signed and checked.
     [ "$suite" != sid ] ||
         echo 'Acquire::Check-Valid-Until "false";' >> "$root/etc/apt/apt.conf.d/90bpext"
-    tar -C "$root" --zstd -cpf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+    save
 fi
 
 bind() {
@@ -133,9 +151,7 @@ in_chroot /bpext/test/install-deps.sh
 if [ -n "$(find "$root/var/lib/dpkg/status" "$root/var/tmp" -newer "$stamp" -print -quit)" ]; then
     rm -f "$stamp"
     echo "pg_chroot: saving the $suite chroot with PostgreSQL $major in $tarball"
-    tar -C "$root" --zstd --one-file-system --exclude=./bpext --exclude=./bpext-pg-tests --exclude=./proc \
-        --exclude=./sys --exclude=./dev -cpf "$tarball.tmp" . &&
-        mv "$tarball.tmp" "$tarball"
+    save
 fi
 rm -f "$stamp"
 

@@ -31,7 +31,7 @@ done
 bpext_check_majors "$MAJOR" || exit 2
 [ "$MAJOR" -ge 17 ] || { echo "prefetch_filter: PostgreSQL $MAJOR has no vectored read path to prefetch for" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "prefetch_filter: run as root (it drops the page cache)" >&2; exit 2; }
-if [ "$MAJOR" != "$(bpext_native_major || true)" ]; then
+if ! bpext_major_is_native "$MAJOR"; then
     exec "$TOP/test/pg_chroot.sh" "$MAJOR" /bpext/test/bench/prefetch_filter.sh \
         --rounds "$ROUNDS" --rows "$ROWS"
 fi

@@ -22,7 +22,7 @@ NATIVE_MAJOR=$(bpext_native_major || true)
 MAJOR=${PG_MAJOR:-$NATIVE_MAJOR}
 [ -n "$MAJOR" ] || { echo "bench: this system ships no supported PostgreSQL major; set PG_MAJOR" >&2; exit 2; }
 bpext_check_majors "$MAJOR" || exit 2
-if [ -z "${PGBIN:-}" ] && [ "$MAJOR" != "$NATIVE_MAJOR" ]; then
+if [ -z "${PGBIN:-}" ] && ! bpext_major_is_native "$MAJOR"; then
     [ "$(id -u)" -eq 0 ] || { echo "bench: must run as root" >&2; exit 2; }
     # The chroot has no git: name the commit here, for the report.
     BPEXT_COMMIT=$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)

@@ -25,7 +25,7 @@ if [ -z "${PG_CONFIG:-}" ] && [ -z "${PG_BINDIR:-}" ]; then
     MAJOR=${PG_MAJOR:-$NATIVE_MAJOR}
     [ -n "$MAJOR" ] || { echo "scale: this system ships no supported PostgreSQL major; set PG_MAJOR" >&2; exit 2; }
     bpext_check_majors "$MAJOR" || exit 2
-    if [ "$MAJOR" != "$NATIVE_MAJOR" ]; then
+    if ! bpext_major_is_native "$MAJOR"; then
         [ "$(id -u)" -eq 0 ] || { echo "scale: must run as root" >&2; exit 2; }
         BPEXT_COMMIT=$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)
         export BPEXT_COMMIT

@@ -20,7 +20,7 @@ NATIVE_MAJOR=$(bpext_native_major || true)
 MAJOR=${PG_MAJOR:-$NATIVE_MAJOR}
 [ -n "$MAJOR" ] || { echo "scan_scaling: this system ships no supported PostgreSQL major; set PG_MAJOR" >&2; exit 2; }
 bpext_check_majors "$MAJOR" || exit 2
-if [ -z "${PGBIN:-}" ] && [ "$MAJOR" != "$NATIVE_MAJOR" ]; then
+if [ -z "${PGBIN:-}" ] && ! bpext_major_is_native "$MAJOR"; then
     exec "$TOP/test/pg_chroot.sh" "$MAJOR" bash -c \
         'build=$(mktemp -d) && cp -r /bpext/. "$build/" && rm -rf "$build/test/bench/results" &&
          make -C "$build" -s PG_CONFIG=/usr/lib/postgresql/$PG_MAJOR/bin/pg_config clean all install >/dev/null &&
