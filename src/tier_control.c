@@ -579,6 +579,18 @@ bpext_tier_flush_directory(void)
 	if (!TimestampDifferenceExceeds(last_flush, now, DIRECTORY_FLUSH_INTERVAL_MS))
 		return;
 	last_flush = now;
+
+	/*
+	 * The directory lies past the last slot, so writing it into a file
+	 * that was truncated would give the file its size back, and the
+	 * worker's check would not see the truncation (the pages in the hole
+	 * would read as zeros, which their checksums catch, but only when they
+	 * are read).  Check the file first.
+	 */
+	bpext_tier_check_file();
+	if (worker_fd < 0 ||
+		pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED)
+		return;
 	if (!slot_directory_flush(worker_fd, DIRECTORY_FLUSH_MAX_CHUNKS,
 							  &nwritten, &more))
 	{
