@@ -91,6 +91,24 @@ postmaster_io_send(const void *data, size_t len)
 }
 
 /*
+ * In a tier-I/O helper process (tier_writer.c's, tier_readers.c's): every
+ * signal back to its default and none blocked, so that the worker's SIGKILL
+ * or SIGTERM ends it as it would any process, whatever PostgreSQL had set.
+ */
+void
+bpext_reset_signals(void)
+{
+	sigset_t	none;
+	int			sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/*
  * In a helper process (this file's, and tier_writer.c's): close every
  * inherited descriptor but the standard ones and the nkeep in keep, so
  * that a helper stuck in the kernel holds none of its parent's sockets or

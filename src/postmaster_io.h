@@ -20,6 +20,7 @@ extern void postmaster_io_send(const void *data, size_t len);
 
 /* Shared with tier_writer.c's helper. */
 extern void bpext_close_inherited_fds(const int *keep, int nkeep);
+extern void bpext_reset_signals(void);
 extern uint64 bpext_monotonic_ms(void);
 
 /* In the postmaster: run work, collect what it sent. */

@@ -343,14 +343,8 @@ static void
 helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
 			pid_t worker)
 {
-	sigset_t	none;
-	int			sig;
 
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	bpext_reset_signals();
 	(void) setsid();			/* out of the worker's process group */
 	bpext_close_inherited_fds(&tier_fd, 1);
 	PGSharedMemoryDetach();

@@ -130,16 +130,10 @@ transfer(int fd, void *buf, size_t len, bool reading)
 static void
 helper_main(int in, int out, int tier_fd)
 {
-	sigset_t	none;
 	pid_t		pid = getpid();
 	const int	keep[3] = {in, out, tier_fd};
-	int			sig;
 
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	bpext_reset_signals();
 
 	/*
 	 * Out of the worker's process group, which the postmaster signals as a
