@@ -852,7 +852,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	{
 		snprintf(buf, buflen,
 				 "the tier map was saved by PostgreSQL major version %u, and this server is %u",
-				 warm->pg_major, PG_VERSION_NUM / 100);
+				 warm->pg_major / 100, PG_VERSION_NUM / 10000);
 		return buf;
 	}
 	if (warm->system_identifier != control.system_identifier)
