@@ -79,7 +79,7 @@ run_native() {
         mkdir "$work/upgrade-from-$m"
         cp -r "$src/." "$work/upgrade-from-$m/"
         make -C "$work/upgrade-from-$m" -s PG_CONFIG="/usr/lib/postgresql/$m/bin/pg_config" clean
-        make -C "$work/upgrade-from-$m" -s PG_CONFIG="/usr/lib/postgresql/$m/bin/pg_config"
+        make -C "$work/upgrade-from-$m" -s -j"$(nproc)" PG_CONFIG="/usr/lib/postgresql/$m/bin/pg_config"
         make -C "$work/upgrade-from-$m" -s PG_CONFIG="/usr/lib/postgresql/$m/bin/pg_config" install
         rm -rf "$work/upgrade-from-$m"
     done
