@@ -260,8 +260,8 @@ tier_file_check_ours(int fd, const char *path, uint32 *nslots, char *err,
 	if (hdr->system_identifier != cluster_identifier())
 	{
 		snprintf(err, errlen,
-				 "\"%s\" is the tier file of another cluster (system identifier " UINT64_FORMAT ")",
-				 path, hdr->system_identifier);
+				 "\"%s\" is the tier file of another cluster (system identifier " UINT64_FORMAT ", this cluster's is " UINT64_FORMAT ")",
+				 path, hdr->system_identifier, cluster_identifier());
 		return false;
 	}
 	if (nslots != NULL)

@@ -851,12 +851,17 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	if (warm->pg_major != PG_VERSION_NUM / 100)
 	{
 		snprintf(buf, buflen,
-				 "the tier map was saved by PostgreSQL major version %u",
-				 warm->pg_major);
+				 "the tier map was saved by PostgreSQL major version %u, and this server is %u",
+				 warm->pg_major / 100, PG_VERSION_NUM / 10000);
 		return buf;
 	}
 	if (warm->system_identifier != control.system_identifier)
-		return "the tier map was saved by another cluster";
+	{
+		snprintf(buf, buflen,
+				 "the tier map was saved by another cluster (system identifier " UINT64_FORMAT ", this cluster's is " UINT64_FORMAT ")",
+				 warm->system_identifier, control.system_identifier);
+		return buf;
+	}
 	if (warm->checkpoint != control.checkPoint ||
 		warm->timeline != control.checkPointCopy.ThisTimeLineID)
 	{

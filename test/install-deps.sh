@@ -33,10 +33,26 @@ packages=(postgresql-"$major" postgresql-server-dev-"$major" bzip2
 # installs the rest of this list along (a fresh chroot).
 archive=$(bpext_major_archive "$major")
 from_archive=()
+older_from=()
 if [ "$archive" != "$(bpext_major_suite "$major")" ]; then
     from_archive=(postgresql-"$major" postgresql-server-dev-"$major"
                   postgresql-client-"$major" libpq-dev libpq5)
 fi
+# The majors test/t/111_pg_upgrade.pl upgrades from: their servers and
+# headers, those of another suite (15 from bookworm, on sid) named
+# "<package>/<suite>" too, from that suite in apt's sources at a priority
+# below this release's own, so that nothing else comes from it.  15
+# installs on sid with bookworm's own libraries (ICU 72, LLVM 14) beside
+# sid's: under a minute, once, before the chroot is saved.
+older_suites=()
+for m in $(bpext_upgrade_from_majors "$major"); do
+    packages+=(postgresql-"$m" postgresql-server-dev-"$m")
+    s=$(bpext_major_archive "$m")
+    if [ "$s" != "$(bpext_major_suite "$major")" ]; then
+        older_suites+=("$s")
+        older_from+=(postgresql-"$m"/"$s" postgresql-server-dev-"$m"/"$s")
+    fi
+done
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -53,13 +69,23 @@ if [ "${#missing[@]}" -gt 0 ]; then
         echo "deb http://deb.debian.org/debian $archive main" \
             > "/etc/apt/sources.list.d/bpext-$archive.list"
     fi
+    for s in "${older_suites[@]}"; do
+        grep -rqs " $s " /etc/apt/sources.list /etc/apt/sources.list.d/ ||
+            echo "deb http://deb.debian.org/debian $s main" \
+                > "/etc/apt/sources.list.d/bpext-$s.list"
+        printf 'Package: *\nPin: release n=%s\nPin-Priority: 100\n' "$s" \
+            > "/etc/apt/preferences.d/bpext-$s"
+    done
     apt-get update -qq
     names=()
     for p in "${missing[@]}"; do
         case " ${from_archive[*]} " in
-            *" $p "*) names+=("$p/$archive") ;;
-            *) names+=("$p") ;;
+            *" $p "*) names+=("$p/$archive"); continue ;;
         esac
+        for o in "${older_from[@]}"; do
+            [ "${o%/*}" = "$p" ] && { names+=("$o"); continue 2; }
+        done
+        names+=("$p")
     done
     for p in "${from_archive[@]}"; do
         case " ${missing[*]} " in *" $p "*) ;; *) names+=("$p/$archive") ;; esac

@@ -32,6 +32,20 @@ bpext_major_archive() {
     esac
 }
 
+# The majors test/t/111_pg_upgrade.pl upgrades from to the major given:
+# test/install-deps.sh installs their servers and headers beside it (from
+# their own suites, which apt prefers nothing from unless named), and
+# test/run-tests.sh builds bpext for each.  Only to the newest major, the
+# upgrade users make next.  Not from 17: trixie's 17.12 gives every column
+# it creates the attribute option pg_attver, which 19rc1's pg_upgrade dumps
+# and its server refuses ("unrecognized parameter"), so pg_upgrade from 17
+# to 19 fails here with or without bpext.
+bpext_upgrade_from_majors() {
+    case "$1" in
+        19) echo "15 18" ;;
+    esac
+}
+
 # Whether the major runs on this system itself rather than in a chroot.
 bpext_major_is_native() {
     local codename

@@ -73,6 +73,16 @@ run_native() {
     make -C "$work" -s PG_CONFIG="$pg_config" clean
     make -C "$work" -s PG_CONFIG="$pg_config"
     make -C "$work" -s PG_CONFIG="$pg_config" install
+    # bpext for the majors test/t/111_pg_upgrade.pl upgrades from, each
+    # built in a copy of its own.
+    for m in $(bpext_upgrade_from_majors "$major"); do
+        mkdir "$work/upgrade-from-$m"
+        cp -r "$src/." "$work/upgrade-from-$m/"
+        make -C "$work/upgrade-from-$m" -s PG_CONFIG="/usr/lib/postgresql/$m/bin/pg_config" clean
+        make -C "$work/upgrade-from-$m" -s -j"$(nproc)" PG_CONFIG="/usr/lib/postgresql/$m/bin/pg_config"
+        make -C "$work/upgrade-from-$m" -s PG_CONFIG="/usr/lib/postgresql/$m/bin/pg_config" install
+        rm -rf "$work/upgrade-from-$m"
+    done
     chown -R postgres "$work"
 
     export PATH=/usr/lib/postgresql/$major/bin:$PATH

@@ -111,14 +111,16 @@ tier_size (default '256MB', 0 leaves the tier off), max_size (default
 basedir/bpext.tier), checksums (initdb --data-checksums), conf (more
 postgresql.conf lines), preload (default 1), init (a hash reference of
 more options for PostgreSQL::Test::Cluster's init, such as
-allows_streaming => 1).
+allows_streaming => 1), install_path (the installation of another major
+to run the node with, e.g. /usr/lib/postgresql/18).
 
 =cut
 
 sub bpext_init_node
 {
 	my ($name, %opts) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		defined $opts{install_path} ? (install_path => $opts{install_path}) : ());
 
 	$node->init(
 		%{ $opts{init} // {} },
