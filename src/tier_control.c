@@ -408,17 +408,22 @@ resize_tier(uint32 nslots)
 
 /*
  * A warm start's load is over (or given up): cut the saved relation table
- * off the end of the file and open the slots to new pages.
+ * off the end of the file and open the slots to new pages, listing those
+ * it left free (bpext_warm_abandon does that if it ended the load).
  */
 static void
 end_warm_load(void)
 {
+	bool		was_loading = pg_atomic_read_u32(&BpextCtl->warm_loading) != 0;
+
 	if (worker_fd >= 0 &&
 		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED &&
 		ftruncate(worker_fd, TIER_FILE_BYTES(worker_nslots)) != 0)
 		bpext_tier_fail("could not remove the saved map from the tier file",
 						errno);
 	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
+	if (was_loading)
+		tier_map_list_free_slots();
 }
 
 /* Tell the functions waiting in reload_and_wait what was applied. */

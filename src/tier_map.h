@@ -71,6 +71,7 @@ extern void tier_map_invalidate_database(Oid dbid);
 /* Whole-map operations. */
 extern void tier_map_clear(void);
 extern uint32 tier_map_set_active_slots(uint32 nslots);
+extern void tier_map_list_free_slots(void);
 /* Most slots tier_map_drop_slots takes at a time. */
 #define TIER_MAP_DROP_MAX	4096
 extern uint32 tier_map_drop_slots(uint32 first, uint32 end);

@@ -1420,6 +1420,8 @@ bpext_warm_abandon(const char *why, bool pages_stay)
 	Warm->loading = false;
 	tier_map_warm_release_holds();
 	pg_atomic_write_u32(&BpextCtl->warm_loading, 0);
+	if (was_loading)
+		tier_map_list_free_slots();
 
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	Warm->mode = BPEXT_START_COLD;
