@@ -73,10 +73,11 @@ sub lookups_from_empty_tier
 my $d = lookups_from_empty_tier('tier of 256MB', 3);
 cmp_ok($d->{clean_evictions}, '>', 5000,
 	"push: clean evictions are counted ($d->{clean_evictions})");
-cmp_ok($d->{pages_pushed}, '>', 5000, "push: pages pushed ($d->{pages_pushed})");
+cmp_ok($d->{pages_pushed}, '>', 0, "push: pages pushed ($d->{pages_pushed})");
 # How many evictions the push gets ahead of depends on how much CPU the
 # worker gets against the backends: a busy machine missed 11.75% and 12.2%
-# here.  That rate is the bench's to measure; what the code guarantees is
+# here, and pushed 4,966 pages at a load of 15 where it usually pushes
+# about 9,000.  That rate is the bench's to measure; what the code guarantees is
 # that the push runs and keeps most pages (a build whose push never runs
 # misses them all).
 cmp_ok($d->{missed_pushes}, '<', 0.5 * $d->{clean_evictions},
