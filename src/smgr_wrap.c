@@ -139,7 +139,8 @@ bpext_unlink(BpextRelFileBackend rlocator, ForkNumber forknum, bool isRedo)
  * (open already, or opened again untouched): its tier pages are still its
  * file's pages then, and invalidating them would make a standby's replay
  * miss the tier on every block.  md's own test comes first, so a fork
- * that replay has open costs no system call.
+ * that replay has open costs no system call; mdexists opens the fork as
+ * mdcreate would, and fails only where mdcreate would fail.
  */
 static void
 bpext_create(SMgrRelation reln, ForkNumber forknum, bool isRedo)
