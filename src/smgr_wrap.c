@@ -12,7 +12,8 @@
  *				invalidate them again
  *	unlink		invalidate the fork (every fork for InvalidForkNumber),
  *				call mdunlink, invalidate it again
- *	create		invalidate the fork, call mdcreate
+ *	create		invalidate the fork (in replay, only one that does not
+ *				exist yet), call mdcreate
  *
  * Invalidation happens before md touches the file, so a copy of the old
  * image can no longer be published by the time the new image exists, and
@@ -130,10 +131,23 @@ bpext_unlink(BpextRelFileBackend rlocator, ForkNumber forknum, bool isRedo)
 		invalidate_unlinked(rlocator, forknum);
 }
 
+/*
+ * Creating a fork invalidates it: whatever the tier holds under that name
+ * belongs to a file that is gone.  Replay, though, calls smgrcreate with
+ * isRedo before every block it reads (XLogReadBufferExtended), only to
+ * make sure the file exists, and md leaves a fork that exists as it is
+ * (open already, or opened again untouched): its tier pages are still its
+ * file's pages then, and invalidating them would make a standby's replay
+ * miss the tier on every block.  md's own test comes first, so a fork
+ * that replay has open costs no system call; mdexists opens the fork as
+ * mdcreate would, and fails only where mdcreate would fail.
+ */
 static void
 bpext_create(SMgrRelation reln, ForkNumber forknum, bool isRedo)
 {
-	if (bpext_smgr_tracks(reln))
+	if (bpext_smgr_tracks(reln) &&
+		!(isRedo && (reln->md_num_open_segs[forknum] > 0 ||
+					 mdexists(reln, forknum))))
 		tier_map_invalidate_fork(&BPEXT_SMGR_RELFILE(reln), forknum);
 	mdcreate(reln, forknum, isRedo);
 }

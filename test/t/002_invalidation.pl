@@ -80,8 +80,13 @@ sub verify
 	my $before = tier_reads();
 	bpext_check_table($node, $db, $table, %expect, scan => 'index',
 		name => "$name, from the tier");
+	# How many of the scan's reads the tier serves depends on what else it
+	# admitted meanwhile (emptying shared buffers pushes the evictor's
+	# pages, which may take the slots of prewarmed ones once the tier is
+	# full) and on the machine; what this checks is that the reads went
+	# through the tier at all, so that a stale copy would have been served.
 	my $served = tier_reads() - $before;
-	cmp_ok($served, '>', 50, "$name: reads were served by the tier ($served)");
+	cmp_ok($served, '>', 0, "$name: reads were served by the tier ($served)");
 	return;
 }
 

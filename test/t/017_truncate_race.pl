@@ -11,9 +11,10 @@
 # fork, or belong to a file that is gone.
 #
 # The TRUNCATE rounds check the same invariant for the unlink of the old
-# file at commit; on a build without the fix they have not been seen to
-# leave a page behind (only the VACUUM rounds have), so they are coverage,
-# not a proof.
+# file at commit.  Two things keep such a copy out, each enough on its own
+# here: a task whose leader was cancelled does not flush its last unit
+# (scan_pool.c), and truncate and unlink invalidate again after md
+# (smgr_wrap.c).  The rounds fail on a build with neither.
 #
 # The window is microseconds wide, so the fault injector widens it: the
 # scan worker's tier write at the start of its task's last unit sleeps
@@ -81,10 +82,21 @@ sub race
 	my $t = "r_${kind}_$round";
 	my $rows = 7 * 3200;    # 7 rows a page: 3200 pages, 40 tasks
 
+	# No column that may be toasted, so no TOAST table: TRUNCATE unlinks
+	# the old files of the TOAST table and its index before the table's
+	# (PostgreSQL unlinks in the reverse order of scheduling), so the one
+	# sleeping ftruncate would be the TOAST table's, the table's own unlink
+	# would come after the prewarm worker's copies, and the round could
+	# not fail.  char(400) rows of 432 bytes, fillfactor 40: 7 a page.
 	$node->safe_psql('postgres', qq{
-		CREATE TABLE $t (id int, pad text) WITH (autovacuum_enabled = off);
-		INSERT INTO $t SELECT i, repeat('x', 1000) FROM generate_series(1, $rows) i;
+		CREATE TABLE $t (id int, pad char(400))
+		  WITH (autovacuum_enabled = off, fillfactor = 40);
+		INSERT INTO $t SELECT i, 'x' FROM generate_series(1, $rows) i;
 	});
+	is($node->safe_psql('postgres', qq{
+			SELECT reltoastrelid = 0 AND pg_relation_size('$t') / 8192 = 3200
+			  FROM pg_class WHERE relname = '$t'}),
+		't', "$kind round $round: $t has 3200 pages and no TOAST table");
 	if ($kind eq 'vacuum')
 	{
 		$node->safe_psql('postgres', qq{
