@@ -50,6 +50,11 @@
  *	  Whole-map walks go piece by piece (a share of a partition's buckets,
  *	  at most BPEXT_MAP_PIECE_BUCKETS, under its lock), so that a scan can
  *	  be split over the worker pool and no walk holds a lock for long.
+ *	  Emptying the map (bpext_drop_clean_buffers, disable) only cuts a
+ *	  piece's chains off their buckets under the lock, and unhashes their
+ *	  slots after releasing it: no lookup can reach them any more, so none
+ *	  can pin them, and anyone else who finds such a slot (the CLOCK hand,
+ *	  a shrink) looks for it in its chain under the lock and leaves it.
  *	- Every publication and unlinking of a slot is reported to the slot
  *	  directory (slot_directory.c) once the slot's fields are final, so
  *	  that its copy on the SSD is written again.
@@ -198,6 +203,7 @@ static uint32 rel_insert_locked(uint32 b, const BpextRelFile *rfile,
 static bool publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 						 uint32 file_incarnation);
 static bool slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket);
+static bool slot_unhash_detached(uint32 slot);
 static void slot_release_owned(uint32 slot);
 static void rel_release(uint32 rel);
 
@@ -865,12 +871,26 @@ static bool
 slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
 {
 	TierSlot   *s = &Map->slots[slot];
-	uint32		state;
 
 	if (prev == TIER_INVALID_INDEX)
 		set_bucket_head(bucket, s->next);
 	else
 		Map->slots[prev].next = s->next;
+	return slot_unhash_detached(slot);
+}
+
+/*
+ * The rest of slot_unhash_locked, for a slot no chain leads to any more:
+ * unlinked under the partition lock, or on a chain cut off its bucket
+ * under it (unhash_piece_all).  Nobody can pin such a slot, so this needs
+ * no lock.
+ */
+static bool
+slot_unhash_detached(uint32 slot)
+{
+	TierSlot   *s = &Map->slots[slot];
+	uint32		state;
+
 	s->next = TIER_INVALID_INDEX;
 	pg_atomic_fetch_sub_u32(&Map->used_slots.value, 1);
 
@@ -1237,11 +1257,11 @@ piece_buckets(uint32 piece, uint32 *first, uint32 *end)
 }
 
 /*
- * Unlink the slots of one piece that selects() picks (every slot if it is
- * NULL), under the partition's exclusive lock.  Returns how many.
+ * Unlink the dead slots of one piece (their relation's generation moved
+ * on), under the partition's exclusive lock.  Returns how many.
  */
 static uint32
-unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
+unhash_piece_dead(uint32 piece)
 {
 	uint32		removed = 0;
 	uint32		first;
@@ -1260,7 +1280,7 @@ unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
 		{
 			uint32		next = Map->slots[cur].next;
 
-			if (selects != NULL && !selects(&Map->slots[cur]))
+			if (!slot_is_dead(&Map->slots[cur]))
 				prev = cur;
 			else
 			{
@@ -1276,23 +1296,73 @@ unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
 }
 
 /*
- * Unlink one piece's slots: all of them, or only the dead ones (whose
- * relation's generation moved on).  Returns how many.
+ * Unlink every slot of one piece.  Under the partition's exclusive lock
+ * the piece's chains are only cut off their buckets; their slots are
+ * unhashed and freed after it is released (slot_unhash_detached).  The
+ * lock is held for a write per bucket rather than for a few cache misses
+ * and atomic operations per slot: on a machine with fewer cores than busy
+ * processes, a walk holding it is preempted now and then, and every lookup
+ * of the partition waits meanwhile.  Returns how many.
  */
+static uint32
+unhash_piece_all(uint32 piece)
+{
+	uint32		heads[BPEXT_MAP_PIECE_BUCKETS];
+	uint32		nheads = 0;
+	uint32		removed = 0;
+	uint32		first;
+	uint32		end;
+	uint32		bucket;
+	uint32		i;
+	LWLock	   *lock;
+
+	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
+	{
+		uint32		head = bucket_head(bucket);
+
+		if (head == TIER_INVALID_INDEX)
+			continue;
+		Assert(nheads < lengthof(heads));
+		heads[nheads++] = head;
+		set_bucket_head(bucket, TIER_INVALID_INDEX);
+	}
+	LWLockRelease(lock);
+
+	for (i = 0; i < nheads; i++)
+	{
+		uint32		cur = heads[i];
+
+		while (cur != TIER_INVALID_INDEX)
+		{
+			uint32		next = Map->slots[cur].next;
+
+			if (slot_unhash_detached(cur))
+				tier_map_free_slot(cur);
+			removed++;
+			cur = next;
+		}
+	}
+	return removed;
+}
+
+/* Unlink one piece's slots: all of them, or only the dead ones. */
 uint32
 tier_map_unhash_piece(uint32 piece, bool dead_only)
 {
-	return unhash_piece_where(piece, dead_only ? slot_is_dead : NULL);
+	return dead_only ? unhash_piece_dead(piece) : unhash_piece_all(piece);
 }
 
+/* Empty the whole map, a piece at a time. */
 static uint32
-unhash_where(bool (*selects) (const TierSlot *s))
+unhash_all(void)
 {
 	uint32		removed = 0;
 	uint32		piece;
 
 	for (piece = 0; piece < tier_map_pieces(); piece++)
-		removed += unhash_piece_where(piece, selects);
+		removed += unhash_piece_all(piece);
 	return removed;
 }
 
@@ -1314,7 +1384,7 @@ void
 tier_map_clear(void)
 {
 	tier_map_begin_drop();
-	unhash_where(NULL);
+	unhash_all();
 }
 
 /*
