@@ -71,6 +71,11 @@
  *	  Whole-map walks go piece by piece (a share of a partition's buckets,
  *	  at most BPEXT_MAP_PIECE_BUCKETS, under its lock), so that a scan can
  *	  be split over the worker pool and no walk holds a lock for long.
+ *	  Emptying the map (bpext_drop_clean_buffers, disable) only cuts a
+ *	  piece's chains off their buckets under the lock, and unhashes their
+ *	  slots after releasing it: no lookup can reach them any more, so none
+ *	  can pin them, and anyone else who finds such a slot (the CLOCK hand,
+ *	  a shrink) looks for it in its chain under the lock and leaves it.
  *	- Every publication and unlinking of a slot is reported to the slot
  *	  directory (slot_directory.c) once the slot's fields are final, so
  *	  that its copy on the SSD is written again.
@@ -239,6 +244,7 @@ static uint32 rel_insert_locked(uint32 b, const BpextRelFile *rfile,
 static bool publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 						 uint32 file_incarnation);
 static bool slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket);
+static bool slot_unhash_detached(uint32 slot);
 static void slot_release_owned(uint32 slot);
 static void rel_release(uint32 rel);
 
@@ -1093,12 +1099,26 @@ static bool
 slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
 {
 	TierSlot   *s = &Map->slots[slot];
-	uint32		state;
 
 	if (prev == TIER_INVALID_INDEX)
 		set_bucket_head(bucket, s->next);
 	else
 		Map->slots[prev].next = s->next;
+	return slot_unhash_detached(slot);
+}
+
+/*
+ * The rest of slot_unhash_locked, for a slot no chain leads to any more:
+ * unlinked under the partition lock, or on a chain cut off its bucket
+ * under it (unhash_piece_all).  Nobody can pin such a slot, so this needs
+ * no lock.
+ */
+static bool
+slot_unhash_detached(uint32 slot)
+{
+	TierSlot   *s = &Map->slots[slot];
+	uint32		state;
+
 	s->next = TIER_INVALID_INDEX;
 	pg_atomic_fetch_sub_u32(&Map->used_slots.value, 1);
 
@@ -1423,9 +1443,18 @@ wait_for_publishers(void)
 /*
  * The map is walked in pieces so that a scan can be split over the worker
  * pool (scan_pool.c): piece p covers a share of the buckets of partition
- * p / pieces_per_partition (at least a sixteenth, at most
+ * p % BPEXT_MAP_PARTITIONS (at least a sixteenth, at most
  * BPEXT_MAP_PIECE_BUCKETS buckets), so each piece takes one partition lock,
  * briefly, and the pieces of a partition are about equally long.
+ *
+ * Consecutive pieces belong to different partitions.  A scan's tasks are
+ * runs of consecutive pieces, claimed in order by every participant, so
+ * had a partition's pieces been numbered together, the participants would
+ * take its lock one after the other, a piece at a time, for the whole
+ * partition: a lookup woken by one release finds it taken again before it
+ * runs, and a bpext_drop_clean_buffers at a terabyte held lookups up for a
+ * 128th of its time (0.3 to 0.5 s).  Interleaved, a partition's lock is
+ * taken once per 128 pieces, and a lookup waits for one piece at most.
  */
 uint32
 tier_map_pieces(void)
@@ -1438,8 +1467,8 @@ tier_map_pieces(void)
 static int
 piece_buckets(uint32 piece, uint32 *first, uint32 *end)
 {
-	int			part = piece / Map->pieces_per_partition;
-	uint32		sub = piece % Map->pieces_per_partition;
+	int			part = piece % BPEXT_MAP_PARTITIONS;
+	uint32		sub = piece / BPEXT_MAP_PARTITIONS;
 	uint32		per_part = Map->nbuckets / BPEXT_MAP_PARTITIONS;
 
 	/* nbuckets is a power of two of at least 16; partitions 128. */
@@ -1457,11 +1486,11 @@ piece_buckets(uint32 piece, uint32 *first, uint32 *end)
 }
 
 /*
- * Unlink the slots of one piece that selects() picks (every slot if it is
- * NULL), under the partition's exclusive lock.  Returns how many.
+ * Unlink the dead slots of one piece (their relation's generation moved
+ * on), under the partition's exclusive lock.  Returns how many.
  */
 static uint32
-unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
+unhash_piece_dead(uint32 piece)
 {
 	uint32		removed = 0;
 	uint32		first;
@@ -1480,7 +1509,7 @@ unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
 		{
 			uint32		next = Map->slots[cur].next;
 
-			if (selects != NULL && !selects(&Map->slots[cur]))
+			if (!slot_is_dead(&Map->slots[cur]))
 				prev = cur;
 			else
 			{
@@ -1496,23 +1525,73 @@ unhash_piece_where(uint32 piece, bool (*selects) (const TierSlot *s))
 }
 
 /*
- * Unlink one piece's slots: all of them, or only the dead ones (whose
- * relation's generation moved on).  Returns how many.
+ * Unlink every slot of one piece.  Under the partition's exclusive lock
+ * the piece's chains are only cut off their buckets; their slots are
+ * unhashed and freed after it is released (slot_unhash_detached).  The
+ * lock is held for a write per bucket rather than for a few cache misses
+ * and atomic operations per slot: on a machine with fewer cores than busy
+ * processes, a walk holding it is preempted now and then, and every lookup
+ * of the partition waits meanwhile.  Returns how many.
  */
+static uint32
+unhash_piece_all(uint32 piece)
+{
+	uint32		heads[BPEXT_MAP_PIECE_BUCKETS];
+	uint32		nheads = 0;
+	uint32		removed = 0;
+	uint32		first;
+	uint32		end;
+	uint32		bucket;
+	uint32		i;
+	LWLock	   *lock;
+
+	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
+	{
+		uint32		head = bucket_head(bucket);
+
+		if (head == TIER_INVALID_INDEX)
+			continue;
+		Assert(nheads < lengthof(heads));
+		heads[nheads++] = head;
+		set_bucket_head(bucket, TIER_INVALID_INDEX);
+	}
+	LWLockRelease(lock);
+
+	for (i = 0; i < nheads; i++)
+	{
+		uint32		cur = heads[i];
+
+		while (cur != TIER_INVALID_INDEX)
+		{
+			uint32		next = Map->slots[cur].next;
+
+			if (slot_unhash_detached(cur))
+				tier_map_free_slot(cur);
+			removed++;
+			cur = next;
+		}
+	}
+	return removed;
+}
+
+/* Unlink one piece's slots: all of them, or only the dead ones. */
 uint32
 tier_map_unhash_piece(uint32 piece, bool dead_only)
 {
-	return unhash_piece_where(piece, dead_only ? slot_is_dead : NULL);
+	return dead_only ? unhash_piece_dead(piece) : unhash_piece_all(piece);
 }
 
+/* Empty the whole map, a piece at a time. */
 static uint32
-unhash_where(bool (*selects) (const TierSlot *s))
+unhash_all(void)
 {
 	uint32		removed = 0;
 	uint32		piece;
 
 	for (piece = 0; piece < tier_map_pieces(); piece++)
-		removed += unhash_piece_where(piece, selects);
+		removed += unhash_piece_all(piece);
 	return removed;
 }
 
@@ -1534,7 +1613,7 @@ void
 tier_map_clear(void)
 {
 	tier_map_begin_drop();
-	unhash_where(NULL);
+	unhash_all();
 }
 
 /*

@@ -53,6 +53,7 @@ RESULTS=/tmp/bpext-scale-$(date +%Y%m%d-%H%M%S)
 PORT=5498
 BUILD=1
 KEEP=0
+OPS=all                 # operations timed at each measured size
 
 usage() {
     cat <<EOF
@@ -68,6 +69,8 @@ Usage: sudo $0 [options]
   --results DIR           (default /tmp/bpext-scale-<time>)
   --no-build              use the bpext already installed (it must be a BPEXT_TEST_HOOKS=1 build)
   --keep                  keep the work directory
+  --ops LIST              at each measured size only these, after the fill:
+                          resize, drop (default all: every operation)
 Environment: PG_CONFIG or PG_BINDIR (a PostgreSQL to use, e.g. a private
 install), else PG_MAJOR (default: this system's).
 EOF
@@ -86,6 +89,7 @@ while [ $# -gt 0 ]; do
         --results) RESULTS=$2; shift ;;
         --no-build) BUILD=0 ;;
         --keep) KEEP=1 ;;
+        --ops) OPS=$2; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "scale: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -107,6 +111,7 @@ OLD_HUGEPAGES=$(cat /proc/sys/vm/nr_hugepages)
 BUILT=0
 exec > >(tee -a "$RESULTS/run.log") 2>&1
 
+has() { [[ ",$1," == *",$2,"* ]]; }
 as_pg() { runuser -u postgres -- "$@"; }
 psql_at() { as_pg "$PGBIN/psql" -X -h "$WORK" -p "$PORT" -Atq -v ON_ERROR_STOP=1 "$@"; }
 q() { psql_at -d postgres -c "$1"; }
@@ -267,12 +272,44 @@ stall_ms() {   # tag t0 t1
           else if (end < a && $3 > base) base = $3 }
         END { printf "%.1f %.1f", m / 1000, base / 1000 }'
 }
+# What the pgbench -S backends wait on: a session samples pg_stat_activity
+# every 10 ms while the row in bench_sampling is there.
+WAITS_PID=""
+waits_start() {
+    q "SET client_min_messages = warning;
+       CREATE UNLOGGED TABLE IF NOT EXISTS bench_waits (t timestamptz, ev text);
+       CREATE UNLOGGED TABLE IF NOT EXISTS bench_sampling ();
+       TRUNCATE bench_waits, bench_sampling; INSERT INTO bench_sampling DEFAULT VALUES" >/dev/null
+    psql_at -d postgres -c "DO \$\$ BEGIN
+        WHILE EXISTS (SELECT FROM bench_sampling) LOOP
+            PERFORM pg_stat_clear_snapshot();
+            INSERT INTO bench_waits
+                SELECT clock_timestamp(), coalesce(wait_event_type || ':' || wait_event, 'CPU')
+                FROM pg_stat_activity WHERE application_name = 'pgbench' AND state = 'active';
+            PERFORM pg_sleep(0.01);
+        END LOOP; END \$\$" >/dev/null &
+    WAITS_PID=$!
+}
+# Writes the samples' counts during [t0, t1] and before t0 to waits-<tag>.txt.
+waits_stop() {   # tag t0 t1
+    q "DELETE FROM bench_sampling" >/dev/null
+    wait "$WAITS_PID" || true
+    WAITS_PID=""
+    {
+        echo "during:"
+        q "SELECT ev, count(*) FROM bench_waits WHERE t BETWEEN to_timestamp($2) AND to_timestamp($3) GROUP BY ev ORDER BY 2 DESC"
+        echo "before:"
+        q "SELECT ev, count(*) FROM bench_waits WHERE t < to_timestamp($2) GROUP BY ev ORDER BY 2 DESC"
+    } > "$RESULTS/waits-$CUR-$1.txt"
+    say "   $CUR $1 waits: $(tr '\n' ' ' < "$RESULTS/waits-$CUR-$1.txt")"
+}
 # Time an SQL statement while pgbench -S runs; records <metric>_s and <metric>_stall_ms.
 # With want_kb, a statement that gives up waiting for the worker (an ERROR)
 # is noted (<metric>_gave_up) and the time is until the worker has applied
 # the size.
 timed_under_load() {   # metric sql [want_kb]
     local t0 t1 s i
+    waits_start
     pgbench_loop "$1"
     t0=$(now)
     if ! q "$2" >/dev/null; then
@@ -286,6 +323,7 @@ timed_under_load() {   # metric sql [want_kb]
     t1=$(now)
     sleep 3
     pkill_loop
+    waits_stop "$1" "$t0" "$t1"
     record "$1_s" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
     read -r s base <<< "$(stall_ms "$1" "$t0" "$t1")"
     record "$1_stall_ms" "$s"
@@ -358,6 +396,18 @@ new_cluster() {   # pgbench scale
     q "CHECKPOINT" >/dev/null
 }
 
+resize_both() {   # gb half
+    timed_under_load resize_down "SELECT bpext_resize('${2}GB')" $(($2 * 1048576))
+    timed_under_load resize_up "SELECT bpext_resize('${1}GB')" $(($1 * 1048576))
+}
+# With the data files in the page cache: the queries read what the drop
+# takes from shared buffers from there, so that their longest wait is the
+# drop's doing, not the data disk's (a cold read here takes up to 170 ms).
+drop_clean() {
+    find "$DATA/base" -type f -exec cat {} + > /dev/null
+    timed_under_load drop_clean_buffers "SELECT bpext_drop_clean_buffers()"
+}
+
 # The operations at one size.  fill: "real" (prewarm pgbench data) or
 # "synthetic" (bpext_test_fill over a sparse file).
 measure_size() {   # gb fill
@@ -398,10 +448,15 @@ measure_size() {   # gb fill
         record synthetic_filled "$LAST"
     fi
     record allocated_pages_filled "$(q "SELECT allocated_pages FROM bpext_configuration")"
+    if [ "$OPS" != all ]; then
+        ! has "$OPS" resize || resize_both "$gb" "$half"
+        ! has "$OPS" drop || drop_clean
+        stop_server
+        return 0
+    fi
     views
     worker_cpu
-    timed_under_load resize_down "SELECT bpext_resize('${half}GB')" $((half * 1048576))
-    timed_under_load resize_up "SELECT bpext_resize('${gb}GB')" $((gb * 1048576))
+    resize_both "$gb" "$half"
     # Full again for the stop and the warm start.
     if [ "$fill" = real ]; then
         q "SELECT sum(bpext_prewarm(c.oid)) FROM pg_class c WHERE c.relname IN ('pgbench_accounts', 'pgbench_accounts_pkey')" >/dev/null
@@ -419,7 +474,7 @@ measure_size() {   # gb fill
     record pages_reused "$(q "SELECT pages_reused FROM bpext_configuration")"
     timed_sql flush_s "SELECT bpext_flush()"
     drop_database_sweep
-    timed_under_load drop_clean_buffers "SELECT bpext_drop_clean_buffers()"
+    drop_clean
     stop_server
 }
 
@@ -499,7 +554,6 @@ lookup_instructions() {   # gb
     stop_server
 }
 
-has() { [[ ",$1," == *",$2,"* ]]; }
 for gb in ${REAL_SIZES//,/ }; do measure_size "$gb" real; done
 for gb in ${SYNTH_SIZES//,/ }; do measure_size "$gb" synthetic; done
 for gb in ${LOOKUP_SIZES//,/ }; do lookup_cost "$gb"; done
