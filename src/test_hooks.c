@@ -181,8 +181,9 @@ lookup_loop(const BpextRelFile *rfiles, const BlockNumber *blocks, int n)
 	for (i = 0; i < n; i++)
 	{
 		pg_crc32c	crc;
+		uint32		chain_cuts;
 		uint32		slot = tier_map_lookup_pin(&rfiles[i], MAIN_FORKNUM,
-											   blocks[i], &crc);
+											   blocks[i], &crc, &chain_cuts);
 
 		if (slot != TIER_INVALID_INDEX)
 		{

@@ -104,6 +104,7 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 {
 	pg_crc32c	crc;
 	uint32		slot;
+	uint32		chain_cuts;
 	uint64		start_us;
 	uint64		elapsed_us;
 	TierReadResult result;
@@ -116,7 +117,7 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 		return false;
 	if (serving)
 		BPEXT_COUNT(lookups, 1);
-	slot = tier_map_lookup_pin(rfile, fork, block, &crc);
+	slot = tier_map_lookup_pin(rfile, fork, block, &crc, &chain_cuts);
 	if (slot == TIER_INVALID_INDEX)
 		return false;
 	start_us = bpext_io_watch_clock();
@@ -138,7 +139,7 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	bpext_io_watch_end();
 	BPEXT_COUNT(outstanding_io, -1);
 	crc_ok = read_ok && tier_page_crc(rfile, fork, block, buffer) == crc;
-	still_valid = tier_map_pin_still_valid(slot);
+	still_valid = tier_map_pin_still_valid(slot, chain_cuts);
 	tier_map_unpin(slot);
 	elapsed_us = bpext_io_watch_clock() - start_us;
 	if (serving)

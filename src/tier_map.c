@@ -75,7 +75,11 @@
  *	  piece's chains off their buckets under the lock, and unhashes their
  *	  slots after releasing it: no lookup can reach them any more, so none
  *	  can pin them, and anyone else who finds such a slot (the CLOCK hand,
- *	  a shrink) looks for it in its chain under the lock and leaves it.
+ *	  a shrink, an invalidation) looks for it in its chain under the lock
+ *	  and leaves it.  Because an invalidation cannot unhash such a slot, a
+ *	  reader that pinned it before the cut must not trust its re-check:
+ *	  every cut bumps chain_cuts under the lock, and a read that a cut
+ *	  overlapped is a miss (tier_map_pin_still_valid).
  *	- Every publication and unlinking of a slot is reported to the slot
  *	  directory (slot_directory.c) once the slot's fields are final, so
  *	  that its copy on the SSD is written again.
@@ -218,6 +222,8 @@ typedef struct TierMap
 	PaddedAtomic used_slots;	/* HASHED slots, plus publications under way */
 	PaddedAtomic generation_bumps;	/* relation-level invalidations, which
 									 * leave dead slots for the sweep */
+	PaddedAtomic chain_cuts;	/* pieces whose chains were cut off their
+								 * buckets (unhash_piece_all) */
 	FreeStack	free;
 } TierMap;
 
@@ -437,6 +443,7 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	pg_atomic_init_u32(&Map->next_generation.value, 1);
 	pg_atomic_init_u32(&Map->used_slots.value, 0);
 	pg_atomic_init_u32(&Map->generation_bumps.value, 0);
+	pg_atomic_init_u32(&Map->chain_cuts.value, 0);
 	SpinLockInit(&Map->free.s.lock);
 	Map->free.s.head = TIER_INVALID_INDEX;
 	Map->free.s.count = 0;
@@ -490,12 +497,13 @@ tier_page_crc(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 /*
  * Find a current copy of the page and pin its slot, so that it cannot be
  * reused while the caller reads it from the tier file.  Returns the slot
- * and its stored CRC, or TIER_INVALID_INDEX.  Counts towards the slot's
- * CLOCK usage.
+ * and its stored CRC, or TIER_INVALID_INDEX.  *chain_cuts is what
+ * tier_map_pin_still_valid needs to know whether the slot's chain was cut
+ * off meanwhile.  Counts towards the slot's CLOCK usage.
  */
 uint32
 tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
-					BlockNumber block, pg_crc32c *crc)
+					BlockNumber block, pg_crc32c *crc, uint32 *chain_cuts)
 {
 	uint32		bucket = bucket_of(page_hash(rfile, fork, block));
 	LWLock	   *lock = partition_lock(bucket);
@@ -528,6 +536,7 @@ tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 				break;
 		}
 		*crc = s->crc;
+		*chain_cuts = pg_atomic_read_u32(&Map->chain_cuts.value);
 		s->last_access = map_clock();
 		LWLockRelease(lock);
 		return slot;
@@ -539,15 +548,22 @@ tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 /*
  * After the caller has read a pinned slot: is it still the current copy?
  * A slot can be unhashed while pinned (invalidation, disable, shrink); the
- * pin only keeps it from being reused.
+ * pin only keeps it from being reused.  A slot on a chain that was cut off
+ * its bucket stays HASHED until the walk that cut it reaches it, and
+ * meanwhile neither an invalidation nor a shrink can find it to unhash
+ * it: so a read that a cut may have overlapped (chain_cuts moved since the
+ * pin, which was taken under the partition lock the cut holds) is not
+ * trusted either.  Cuts happen only while the map is emptied, when such
+ * a read is one more miss.
  */
 bool
-tier_map_pin_still_valid(uint32 slot)
+tier_map_pin_still_valid(uint32 slot, uint32 chain_cuts)
 {
 	TierSlot   *s = &Map->slots[slot];
 
 	pg_memory_barrier();
 	return (pg_atomic_read_u32(&s->state) & SLOT_HASHED) != 0 &&
+		pg_atomic_read_u32(&Map->chain_cuts.value) == chain_cuts &&
 		slot_is_current(s) &&
 		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED;
 }
@@ -862,6 +878,8 @@ free_stack_push(uint32 slot)
 	}
 	SpinLockRelease(&Map->free.s.lock);
 	s->next = TIER_INVALID_INDEX;
+	/* Whoever takes the free word next must see the slot's fields final. */
+	pg_write_barrier();
 	pg_atomic_write_u32(&s->state, 0);
 }
 
@@ -950,6 +968,7 @@ unlist_slots_from(uint32 nslots)
 		if (cur >= nslots)
 		{
 			s->next = TIER_INVALID_INDEX;
+			pg_write_barrier();
 			pg_atomic_write_u32(&s->state, 0);
 		}
 		else
@@ -1557,6 +1576,9 @@ unhash_piece_all(uint32 piece)
 		heads[nheads++] = head;
 		set_bucket_head(bucket, TIER_INVALID_INDEX);
 	}
+	/* Before the lock goes: see tier_map_pin_still_valid. */
+	if (nheads > 0)
+		pg_atomic_fetch_add_u32(&Map->chain_cuts.value, 1);
 	LWLockRelease(lock);
 
 	for (i = 0; i < nheads; i++)

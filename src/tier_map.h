@@ -43,8 +43,9 @@ extern int	tier_map_lwlock_count(void);
 
 /* Serving reads. */
 extern uint32 tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
-								  BlockNumber block, pg_crc32c *crc);
-extern bool tier_map_pin_still_valid(uint32 slot);
+								  BlockNumber block, pg_crc32c *crc,
+								  uint32 *chain_cuts);
+extern bool tier_map_pin_still_valid(uint32 slot, uint32 chain_cuts);
 extern void tier_map_unpin(uint32 slot);
 extern bool tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 							  BlockNumber block);
