@@ -57,6 +57,7 @@ use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(
   bpext_init_node
+  bpext_init_standby
   bpext_setup
   bpext_tier_path
   bpext_stats
@@ -165,6 +166,28 @@ sub bpext_tier_path
 {
 	my ($node) = @_;
 	return $node->{bpext_tier_path};
+}
+
+=pod
+
+=item bpext_init_standby(primary, name, tier_path)
+
+A streaming standby made from a new base backup of the primary (which
+must allow streaming), not started, with its tier at tier_path (default:
+bpext.tier in its base directory) instead of the primary's.
+
+=cut
+
+sub bpext_init_standby
+{
+	my ($primary, $name, $tier_path) = @_;
+	$primary->backup("base_$name");
+	my $standby = PostgreSQL::Test::Cluster->new($name);
+	$standby->init_from_backup($primary, "base_$name", has_streaming => 1);
+	$tier_path //= $standby->basedir . '/bpext.tier';
+	$standby->append_conf('postgresql.conf', "bpext.path = '$tier_path'\n");
+	$standby->{bpext_tier_path} = $tier_path;
+	return $standby;
 }
 
 =pod

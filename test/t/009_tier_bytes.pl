@@ -33,13 +33,7 @@ my $primary = bpext_init_node('primary', checksums => 1,
 	init => { allows_streaming => 1 });
 $primary->start;
 bpext_setup($primary);
-$primary->backup('base');
-
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'base', has_streaming => 1);
-my $standby_tier = $standby->basedir . '/bpext.tier';
-$standby->append_conf('postgresql.conf', "bpext.path = '$standby_tier'\n");
-$standby->{bpext_tier_path} = $standby_tier;
+my $standby = bpext_init_standby($primary, 'standby');
 $standby->start;
 
 # Rows nobody has read on the primary, so no hint bit reaches the WAL; the

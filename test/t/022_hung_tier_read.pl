@@ -59,11 +59,7 @@ bpext_setup($primary);
 bpext_load_table($primary, 'postgres', 't', $nrows);
 $primary->safe_psql('postgres', 'CHECKPOINT');
 
-$primary->backup('base');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'base', has_streaming => 1);
-$standby->append_conf('postgresql.conf', "bpext.path = '$ssd/standby.tier'\n");
-$standby->{bpext_tier_path} = "$ssd/standby.tier";
+my $standby = bpext_init_standby($primary, 'standby', "$ssd/standby.tier");
 bpext_start_with_faults($standby, $so, "$ssd/", $ctl);
 $primary->wait_for_catchup($standby);
 ok(bpext_wait_for_state($primary, 'enabled'), 'the primary enables its tier');

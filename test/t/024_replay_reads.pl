@@ -31,12 +31,7 @@ bpext_setup($primary);
 bpext_load_table($primary, 'postgres', 't', $nrows);
 $primary->safe_psql('postgres', 'CHECKPOINT');
 
-$primary->backup('base');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
-$standby->init_from_backup($primary, 'base', has_streaming => 1);
-my $standby_tier = $standby->basedir . '/bpext.tier';
-$standby->append_conf('postgresql.conf', "bpext.path = '$standby_tier'\n");
-$standby->{bpext_tier_path} = $standby_tier;
+my $standby = bpext_init_standby($primary, 'standby');
 $standby->start;
 $primary->wait_for_catchup($standby);
 ok(bpext_wait_for_state($standby, 'enabled'), 'the standby enables its tier');
