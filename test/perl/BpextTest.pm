@@ -69,6 +69,7 @@ our @EXPORT = qw(
   bpext_check_table
   bpext_check_lookups
   bpext_evict_shared_buffers
+  bpext_admit_by_reading
   bpext_count_in_log
   bpext_worker_pid
   bpext_file_md5
@@ -458,6 +459,75 @@ sub bpext_evict_shared_buffers
 	my ($node) = @_;
 	$node->safe_psql('postgres', "SELECT pg_prewarm('bpext_evictor')");
 	return;
+}
+
+=pod
+
+=item bpext_admit_by_reading(node, table, blocks)
+
+Put the given blocks of table's main fork in the tier by read admission
+(bpext.admission must already be 'read', and pg_buffercache installed):
+read each of them alone by TID, evict the table from shared buffers, and
+wait for the worker to store what the reads queued.  Read admission does
+not promise to store a page: when the store queue is full, or a write
+overtook the page's ticket, the page is not stored and admission_skips or
+publish_races counts it.  So each round waits until every block read is
+either in the tier or counted as not stored, and the next round reads
+again the blocks still missing, five rounds at most.  Returns the blocks
+still missing (none, normally); dies if a round's reads are neither
+stored nor counted within the poll timeout, which would be a lost page.
+
+=cut
+
+sub bpext_admit_by_reading
+{
+	my ($node, $table, @blocks) = @_;
+	my $in_tier = qq{
+		SELECT coalesce(string_agg(relblocknumber::text, ','), '')
+		  FROM bpext_buffer_descriptors(false)
+		 WHERE is_in_bpool_extension AND relforknumber = 0
+		   AND relfilenode = pg_relation_filenode('$table')};
+	my @missing = @blocks;
+
+	return () unless @blocks;
+	for my $round (1 .. 5)
+	{
+		my $before = bpext_stats($node);
+		my $tids = join(',', map { "'($_,1)'" } @missing);
+		$node->safe_psql('postgres', qq{
+			SET enable_seqscan = off; SET enable_bitmapscan = off;
+			SELECT count(*) FROM $table WHERE ctid = ANY (ARRAY[$tids]::tid[])});
+		$node->safe_psql('postgres', qq{
+			SELECT count(pg_buffercache_evict(bufferid)) FROM pg_buffercache
+			 WHERE relfilenode = pg_relation_filenode('$table')});
+
+		my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+		my ($stored, $not_stored);
+		while (1)
+		{
+			my %have = map { $_ => 1 }
+			  split(/,/, $node->safe_psql('postgres', $in_tier));
+			my $after = bpext_stats($node);
+			$stored = grep { $have{$_} } @missing;
+			$not_stored = $after->{admission_skips} - $before->{admission_skips}
+			  + $after->{publish_races} - $before->{publish_races};
+			if ($stored + $not_stored >= scalar(@missing))
+			{
+				@missing = grep { !$have{$_} } @blocks;
+				last;
+			}
+			die "read admission neither stored nor counted "
+			  . (scalar(@missing) - $stored - $not_stored)
+			  . " of the " . scalar(@missing) . " blocks of $table read"
+			  if time() > $deadline;
+			usleep(100_000);
+		}
+		return () unless @missing;
+		note("read admission round $round: $stored of the blocks of $table "
+			  . "stored, $not_stored pages not stored (store queue full or "
+			  . "overtaken), " . scalar(@missing) . " to read again");
+	}
+	return @missing;
 }
 
 =pod

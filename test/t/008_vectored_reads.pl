@@ -56,20 +56,14 @@ my $expected = $node->safe_psql('postgres', qq{
 	  FROM generate_series(1, $nrows) i});
 
 # Put exactly the given blocks in the tier and nothing of vt in shared
-# buffers: empty both, read each block alone (a TID scan reads one block;
-# read admission stores it), then evict vt's buffers from shared buffers.
+# buffers: empty both, then read each block alone (read admission stores
+# it), and evict vt's buffers from shared buffers.
 sub stage
 {
 	my @blocks = @_;
 
 	$node->safe_psql('postgres', 'SELECT bpext_drop_clean_buffers()');
-	if (@blocks)
-	{
-		my $tids = join(',', map { "'($_,1)'" } @blocks);
-		$node->safe_psql('postgres', qq{
-			SET enable_seqscan = off;
-			SELECT count(*) FROM vt WHERE ctid = ANY (ARRAY[$tids]::tid[])});
-	}
+	my @missing = bpext_admit_by_reading($node, 'vt', @blocks);
 	$node->safe_psql('postgres', q{
 		SELECT count(pg_buffercache_evict(bufferid)) FROM pg_buffercache
 		 WHERE relfilenode = pg_relation_filenode('vt')});
@@ -79,19 +73,13 @@ sub stage
 		 WHERE relfilenode = pg_relation_filenode('vt')}),
 		0,
 		'no page of the table is in shared buffers');
-	# Read admission stores through the store queue: the worker publishes
-	# the pages a moment after the reads.
-	my $want = scalar(@blocks);
-	$node->poll_query_until(
-		'postgres', qq{
-		SELECT count(*) = $want FROM bpext_buffer_descriptors
-		 WHERE is_in_bpool_extension AND relfilenode = pg_relation_filenode('vt')});
+	is(scalar(@missing), 0, 'read admission stored every block read');
 	is( $node->safe_psql(
 			'postgres', q{
 		SELECT count(*) FROM bpext_buffer_descriptors
 		 WHERE is_in_bpool_extension AND relfilenode = pg_relation_filenode('vt')}),
-		$want,
-		"$want pages of the table are in the tier");
+		scalar(@blocks),
+		scalar(@blocks) . " pages of the table are in the tier");
 	return;
 }
 
