@@ -40,11 +40,12 @@ my $heap_pages = $node->safe_psql('postgres',
 	"SELECT pg_relation_size('t') / 8192");
 cmp_ok($heap_pages, '>', 8000, "test table is about 70MB ($heap_pages pages)");
 
-# The pages the loading backend and the checkpoint wrote out reach the
-# tier through the store queue (dual write): the worker stores them a
-# moment later, and a page that finds the queue full is not stored
-# (admission_skips).  How many get there is the machine's doing; that the
-# dual write stores pages is the code's.
+# The pages the loading backend wrote out to make room for more reach the
+# tier through the store queue (dual write; the checkpointer's writes are
+# not queued): the worker stores them a moment later, and a page that
+# finds the queue full is not stored (admission_skips).  How many get
+# there is the machine's doing; that the dual write stores pages is the
+# code's.
 $node->safe_psql('postgres', 'CHECKPOINT');
 ok( $node->poll_query_until('postgres',
 		'SELECT pages_dual_written > 0 FROM bpext_stats'),
