@@ -166,8 +166,9 @@ sub tier_pages_of_h
 # effort (a victim is pushed only if the worker sees it, clean and
 # unpinned, before the clock hand gets there; missed_pushes counts the
 # others, and a busy machine makes many), so up to five times, until the
-# tier holds 150 pages of it.  How many it got is the machine's doing: what is checked
-# below is every page it did get, and that there is at least one.
+# tier holds 150 pages of it.  How many it got is the machine's doing:
+# what is checked below is every page it did get, and that there is at
+# least one.
 sub read_and_push
 {
 	my ($node, $checkpoint) = @_;
