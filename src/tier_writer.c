@@ -22,13 +22,12 @@
  * server by no more than the write it may be stuck in, and the worker reaps
  * it, never waits for it.  It detaches from shared memory at once, so that
  * a helper stuck in the kernel cannot keep the next postmaster from
- * starting.  It
- * keeps three descriptors: the request pipe, the reply pipe, and the tier
- * file (reopened as a description of its own, so that it never holds the
- * worker's flock), and a region of memory
- * shared with the worker only (mapped anonymously by the worker before the
- * fork, and unmapped by the worker when it abandons the helper, so a
- * helper that wakes up late writes what it was given, never a newer page).
+ * starting.  It keeps three descriptors: the request pipe, the reply pipe,
+ * and the tier file (reopened as a description of its own, so that it
+ * never holds the worker's flock), and a region of memory shared with the
+ * worker only (mapped anonymously by the worker before the fork, and
+ * unmapped by the worker when it abandons the helper, so a helper that
+ * wakes up late writes what it was given, never a newer page).
  * One helper serves one file incarnation: when the worker lets go of the
  * file (tier_control.c's release_tier) or moves to another, the idle
  * helper is told to go (its request pipe is closed) and the next write
