@@ -34,7 +34,8 @@ OBJS = \
 	src/tier_writer.o \
 	src/wait_events.o \
 	src/warm_restart.o \
-	src/worker.o
+	src/worker.o \
+	src/worker_children.o
 
 # Test builds only (`make BPEXT_TEST_HOOKS=1`): the scale bench's sparse
 # tier file and synthetic map fill (src/test_hooks.c, test/sql/bpext_test.sql).

@@ -37,6 +37,7 @@
 #include "postgres.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -91,9 +92,10 @@ postmaster_io_send(const void *data, size_t len)
 }
 
 /*
- * In a tier-I/O helper process (tier_writer.c's, tier_readers.c's): every
- * signal back to its default and none blocked, so that the worker's SIGKILL
- * or SIGTERM ends it as it would any process, whatever PostgreSQL had set.
+ * In a tier-I/O helper process (this file's, tier_writer.c's,
+ * tier_readers.c's): every signal back to its default and none blocked, so
+ * that a SIGTERM ends it as it would any process, whatever PostgreSQL had
+ * set.
  */
 void
 bpext_reset_signals(void)
@@ -109,16 +111,22 @@ bpext_reset_signals(void)
 }
 
 /*
- * In a helper process (this file's, and tier_writer.c's): close every
- * inherited descriptor but the standard ones and the nkeep in keep, so
- * that a helper stuck in the kernel holds none of its parent's sockets or
- * files.
+ * In a helper process (this file's, tier_writer.c's and tier_readers.c's):
+ * close every inherited descriptor but standard input and the nkeep in
+ * keep, and point standard output and error at /dev/null, so that a
+ * helper stuck in the kernel holds none of its parent's sockets or files.
+ * The standard output and error of a server process are the logging
+ * collector's pipe when it runs, and the logger exits only when every
+ * process holding that pipe has closed it: a helper that kept it would
+ * keep the old server's logger running after the server stopped.
  */
 void
 bpext_close_inherited_fds(const int *keep, int nkeep)
 {
 	DIR		   *dir = opendir("/proc/self/fd");
 	struct dirent *de;
+	bool		redirect = true;
+	int			devnull;
 
 	if (dir == NULL)
 		return;
@@ -129,12 +137,23 @@ bpext_close_inherited_fds(const int *keep, int nkeep)
 		int			i;
 
 		for (i = 0; i < nkeep; i++)
+		{
 			kept |= (fd == keep[i]);
+			redirect &= (keep[i] > STDERR_FILENO);
+		}
 		if (de->d_name[0] == '.' || fd <= 2 || kept || fd == dirfd(dir))
 			continue;
 		close(fd);
 	}
 	closedir(dir);
+
+	devnull = redirect ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
+	if (devnull >= 0)
+	{
+		(void) dup2(devnull, STDOUT_FILENO);
+		(void) dup2(devnull, STDERR_FILENO);
+		close(devnull);
+	}
 }
 
 static void
@@ -143,6 +162,7 @@ run_helper(int fd, PostmasterIoWork work, void *arg)
 	pid_t		pid = getpid();
 
 	helper_fd = fd;
+	bpext_reset_signals();
 	bpext_close_inherited_fds(&fd, 1);
 	PGSharedMemoryDetach();
 	postmaster_io_send(&pid, sizeof(pid));

@@ -54,17 +54,21 @@
  * worker, by CAS from the state it saw, once that process is gone.
  *
  * Helpers: bpext.tier_readers of them per file incarnation, forked by the
- * bpext worker (tier_readers_maintain, every round), as grandchildren so
- * that no PostgreSQL process has a child it does not reap.  Each closes
- * every inherited descriptor but the tier file, which it reopens as an
- * open file description of its own (tier_file_reopen_own: never the
- * worker's flock), and detaches from shared memory.  A helper serves only
- * requests for its incarnation, and exits when the region's incarnation
- * or its own generation number changes (the worker let go of the file, or
- * wants fewer helpers) or the worker is gone.  A backend hands a read to
- * the helpers only when the region says helpers serve the incarnation of
- * its own descriptor; otherwise, or when every slot is taken, the block is
- * a plain miss (read from the data file).
+ * bpext worker (tier_readers_maintain, every round) as children of its own
+ * that the kernel kills when it exits (worker_children.c), so that none
+ * outlives the server by more than the read it may be stuck in.  Each
+ * closes every inherited descriptor but the tier file, which it reopens as
+ * an open file description of its own (tier_file_reopen_own: never the
+ * worker's flock), and detaches from shared memory, so that one stuck in
+ * the kernel cannot keep the next postmaster from starting.  A helper
+ * serves only requests for its incarnation, and exits when the region's
+ * incarnation or its own generation number changes (the worker wants fewer
+ * helpers).  When the worker lets go of the file, or exits, it kills them
+ * all (SIGKILL), so that one stuck in a read does not wake up to serve
+ * anything: it ends as soon as its read returns.  A backend hands a read
+ * to the helpers only when the region says helpers serve the incarnation
+ * of its own descriptor; otherwise, or when every slot is taken, the block
+ * is a plain miss (read from the data file).
  *
  * Nothing here allocates or raises an error in a backend: it runs inside
  * smgr calls.  Linux only (futexes, preadv2), as bpext is.
@@ -79,19 +83,20 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/pg_shmem.h"
 #include "storage/pmsignal.h"
+#include "utils/ps_status.h"
 
 #include "bpext.h"
 #include "postmaster_io.h"
 #include "stats.h"
 #include "tier_file.h"
 #include "tier_readers.h"
+#include "worker_children.h"
 
 /* Requests that can be under way at once, in the whole server. */
 #define READ_SLOTS			64
@@ -128,7 +133,6 @@ typedef struct ReadersRegion
 	pg_atomic_uint32 pending_seq;	/* bumped for every request and every
 									 * change; idle helpers sleep on it */
 	pg_atomic_uint32 generation[TIER_READERS_MAX];	/* of each helper */
-	volatile pid_t helper_pid[TIER_READERS_MAX];	/* 0: none */
 	ReadSlot	slots[READ_SLOTS];
 } ReadersRegion;
 
@@ -136,6 +140,9 @@ typedef struct ReadersRegion
 #define REGION_BYTES	(PAGES_OFFSET + (Size) READ_SLOTS * BLCKSZ)
 
 static ReadersRegion *Region = NULL;
+
+/* In the bpext worker: its helper for each index, 0 for none. */
+static pid_t helper_pid[TIER_READERS_MAX];
 
 static inline char *
 slot_page(int index)
@@ -340,14 +347,13 @@ serve(int tier_fd, int index)
  * it; it only ever takes requests for its incarnation and preads.
  */
 static void
-helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
-			pid_t worker)
+helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation)
 {
-
 	bpext_reset_signals();
 	(void) setsid();			/* out of the worker's process group */
 	bpext_close_inherited_fds(&tier_fd, 1);
 	PGSharedMemoryDetach();
+	set_ps_display("reader helper");	/* ps tells it from the worker */
 
 	/* -1 with errno: every read then fails with it. */
 	tier_fd = tier_file_reopen_own(tier_fd);
@@ -385,8 +391,6 @@ helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
 		}
 		if (served)
 			continue;
-		if (pid_gone(worker))
-			_exit(0);
 		futex_wait(&Region->pending_seq, seq, HELPER_SLICE_MS);
 	}
 }
@@ -396,25 +400,14 @@ static void
 spawn_helper(int index, int fd, uint32 incarnation)
 {
 	uint32		generation = pg_atomic_add_fetch_u32(&Region->generation[index], 1);
-	pid_t		worker = MyProcPid;
 	pid_t		child;
-	int			status;
 
-	Region->helper_pid[index] = 0;
-	fflush(NULL);
-	child = fork();
+	helper_pid[index] = 0;
+	child = worker_child_fork(WORKER_CHILD_READER);
 	if (child == 0)
-	{
-		pid_t		helper = fork();
-
-		if (helper == 0)
-			helper_main(index, generation, fd, incarnation, worker);
-		Region->helper_pid[index] = helper > 0 ? helper : 0;
-		_exit(0);
-	}
+		helper_main(index, generation, fd, incarnation);
 	if (child > 0)
-		while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-			;
+		helper_pid[index] = child;
 }
 
 /*
@@ -495,21 +488,19 @@ tier_readers_maintain(int fd, uint32 incarnation)
 
 	for (i = 0; i < TIER_READERS_MAX; i++)
 	{
-		pid_t		pid = Region->helper_pid[i];
-
 		if (i >= bpext_tier_readers)
 		{
-			if (pid != 0)
+			if (helper_pid[i] != 0)
 			{
 				(void) pg_atomic_fetch_add_u32(&Region->generation[i], 1);
-				Region->helper_pid[i] = 0;
+				helper_pid[i] = 0;
 				retired = true;
 			}
 			continue;
 		}
-		if (pid == 0 || pid_gone(pid))
+		if (!worker_child_alive(helper_pid[i]))
 			spawn_helper(i, fd, incarnation);
-		any |= Region->helper_pid[i] != 0;
+		any |= helper_pid[i] != 0;
 	}
 	if (!any)
 		pg_atomic_write_u32(&Region->incarnation, 0);
@@ -519,8 +510,10 @@ tier_readers_maintain(int fd, uint32 incarnation)
 
 /*
  * In the bpext worker, when it lets go of the tier file or exits: every
- * helper is told to go.  An idle one exits at once; one stuck in a read
- * exits when (if ever) the read returns.
+ * helper is killed, also those retired earlier that are still stuck.  An
+ * idle one ends at once; one stuck in a read ends when (if ever) the read
+ * returns, without looking at the region again.  (If the worker is ended
+ * without running this, the kernel sends the same signal.)
  */
 void
 tier_readers_stop(void)
@@ -531,9 +524,6 @@ tier_readers_stop(void)
 		return;
 	pg_atomic_write_u32(&Region->incarnation, 0);
 	for (i = 0; i < TIER_READERS_MAX; i++)
-	{
-		(void) pg_atomic_fetch_add_u32(&Region->generation[i], 1);
-		Region->helper_pid[i] = 0;
-	}
-	wake_helpers();
+		helper_pid[i] = 0;
+	worker_children_kill(WORKER_CHILD_READER);
 }

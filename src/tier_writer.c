@@ -17,16 +17,17 @@
  * the helper is sent SIGKILL (which ends it as soon as the kernel lets
  * go), and the worker goes on; a later write gets a new helper.
  *
- * As in postmaster_io.c, the helper is a grandchild (the worker's child
- * forks it and exits at once), so no PostgreSQL process ever has to wait
- * for it, and it detaches from shared memory at once, so that a helper
- * stuck in the kernel cannot keep the next postmaster from starting.  It
- * keeps three descriptors: the request pipe, the reply pipe, and the tier
- * file (reopened as a description of its own, so that it never holds the
- * worker's flock), and a region of memory
- * shared with the worker only (mapped anonymously by the worker before the
- * fork, and unmapped by the worker when it abandons the helper, so a
- * helper that wakes up late writes what it was given, never a newer page).
+ * The helper is a child of the worker that the kernel kills when the
+ * worker exits, however it exits (worker_children.c): so it outlives the
+ * server by no more than the write it may be stuck in, and the worker reaps
+ * it, never waits for it.  It detaches from shared memory at once, so that
+ * a helper stuck in the kernel cannot keep the next postmaster from
+ * starting.  It keeps three descriptors: the request pipe, the reply pipe,
+ * and the tier file (reopened as a description of its own, so that it
+ * never holds the worker's flock), and a region of memory shared with the
+ * worker only (mapped anonymously by the worker before the fork, and
+ * unmapped by the worker when it abandons the helper, so a helper that
+ * wakes up late writes what it was given, never a newer page).
  * One helper serves one file incarnation: when the worker lets go of the
  * file (tier_control.c's release_tier) or moves to another, the idle
  * helper is told to go (its request pipe is closed) and the next write
@@ -45,20 +46,20 @@
 #include "postgres.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/pg_shmem.h"
 #include "storage/pmsignal.h"
+#include "utils/ps_status.h"
 
 #include "bpext.h"
 #include "postmaster_io.h"
 #include "tier_file.h"
 #include "tier_writer.h"
+#include "worker_children.h"
 
 /*
  * The shared region: the largest write the worker makes in one call (a
@@ -130,7 +131,6 @@ transfer(int fd, void *buf, size_t len, bool reading)
 static void
 helper_main(int in, int out, int tier_fd)
 {
-	pid_t		pid = getpid();
 	const int	keep[3] = {in, out, tier_fd};
 
 	bpext_reset_signals();
@@ -142,9 +142,7 @@ helper_main(int in, int out, int tier_fd)
 	(void) setsid();
 	bpext_close_inherited_fds(keep, 3);
 	PGSharedMemoryDetach();
-
-	if (!transfer(out, &pid, sizeof(pid), false))
-		_exit(1);
+	set_ps_display("writer helper");	/* ps tells it from the worker */
 
 	/*
 	 * Our own open file description of the tier file: the worker's may
@@ -176,8 +174,8 @@ helper_main(int in, int out, int tier_fd)
 static void
 abandon_helper(bool stuck)
 {
-	if (stuck && helper_pid > 0)
-		kill(helper_pid, SIGKILL);
+	if (stuck)
+		worker_child_kill(helper_pid);
 	if (request_fd >= 0)
 		close(request_fd);
 	if (reply_fd >= 0)
@@ -197,7 +195,6 @@ spawn_helper(int tier_fd, uint32 incarnation)
 	int			to_helper[2];
 	int			from_helper[2];
 	pid_t		child;
-	int			status;
 
 	region = mmap(NULL, REGION_BYTES, PROT_READ | PROT_WRITE,
 				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -218,14 +215,9 @@ spawn_helper(int tier_fd, uint32 incarnation)
 		abandon_helper(false);
 		return false;
 	}
-	fflush(NULL);
-	child = fork();
+	child = worker_child_fork(WORKER_CHILD_WRITER);
 	if (child == 0)
-	{
-		if (fork() == 0)
-			helper_main(to_helper[0], from_helper[1], tier_fd);
-		_exit(0);
-	}
+		helper_main(to_helper[0], from_helper[1], tier_fd);
 	close(to_helper[0]);
 	close(from_helper[1]);
 	request_fd = to_helper[1];
@@ -235,14 +227,7 @@ spawn_helper(int tier_fd, uint32 incarnation)
 		abandon_helper(false);
 		return false;
 	}
-	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!transfer(reply_fd, &helper_pid, sizeof(helper_pid), true))
-	{
-		helper_pid = 0;
-		abandon_helper(false);
-		return false;
-	}
+	helper_pid = child;
 	helper_incarnation = incarnation;
 	return true;
 }

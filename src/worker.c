@@ -55,6 +55,7 @@
 #include "wait_events.h"
 #include "warm_restart.h"
 #include "worker.h"
+#include "worker_children.h"
 
 /* How often the worker checks that the tier file is still there. */
 #define FILE_CHECK_INTERVAL_MS	1000
@@ -243,7 +244,11 @@ bpext_worker_main(Datum main_arg)
 			last_check = now;
 		}
 
-		/* Reader helpers for the file the tier serves, if it does. */
+		/*
+		 * The helpers that have exited reaped, and reader helpers for the
+		 * file the tier serves, if it does.
+		 */
+		worker_children_reap();
 		maintain_readers();
 
 		/* Sweeps DROP DATABASE and friends asked for, without delay. */
