@@ -129,6 +129,7 @@
 
 #include "bpext.h"
 #include "slot_directory.h"
+#include "test_hooks.h"
 #include "tier_map.h"
 #include "wait_events.h"
 
@@ -1488,6 +1489,7 @@ wait_for_cuts(void)
 {
 	if (pg_atomic_read_u32(&Map->cuts_in_flight.value) != 0)
 	{
+		BPEXT_TEST_NOTE("cut_wait");
 		pgstat_report_wait_start(BPEXT_WAIT_EVENT(BPEXT_WAIT_CHAIN_CUTS));
 		while (pg_atomic_read_u32(&Map->cuts_in_flight.value) != 0)
 			pg_usleep(1000L);
@@ -1601,6 +1603,7 @@ unhash_piece_all(uint32 piece)
 	uint32		bucket;
 	uint32		i;
 	LWLock	   *lock;
+	Oid			hold_rel;
 
 	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
 	LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -1624,14 +1627,21 @@ unhash_piece_all(uint32 piece)
 	pg_atomic_fetch_add_u32(&Map->cuts_in_flight.value, 1);
 	LWLockRelease(lock);
 
+	hold_rel = BPEXT_TEST_HOLD_TARGET("cut");
 	for (i = 0; i < nheads; i++)
 	{
 		uint32		cur = heads[i];
 
 		while (cur != TIER_INVALID_INDEX)
 		{
-			uint32		next = Map->slots[cur].next;
+			TierSlot   *s = &Map->slots[cur];
+			uint32		next = s->next;
 
+			/* Tests only: hold the cut here, the slot still HASHED. */
+			if (OidIsValid(hold_rel) && s->rel != TIER_INVALID_INDEX &&
+				BPEXT_RELFILE_NUMBER(Map->rels[s->rel].rfile) == hold_rel &&
+				BPEXT_TEST_HOLD("cut", cur))
+				hold_rel = InvalidOid;
 			if (slot_unhash_detached(cur))
 				tier_map_free_slot(cur);
 			removed++;
