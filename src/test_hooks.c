@@ -25,7 +25,7 @@
  * unchanged, so without a file the bench's warm start would load nothing.
  *
  * Holds make a race happen in a chosen order, with no timing involved.
- * A test writes a relation number, and optionally a lowest slot, to a
+ * With bpext.test_holds on, a test writes a relation number, and optionally a lowest slot, to a
  * file bpext_test_hold.POINT in the data directory.  The first process to
  * get to POINT (a call of BPEXT_TEST_HOLD) for a slot of that relation, at
  * or past that slot, claims the hold by renaming the file to
@@ -78,6 +78,7 @@
 #define LOOKUP_MAX				(50 * 1000 * 1000)
 
 bool		bpext_test_sparse_file = false;
+bool		bpext_test_holds = false;
 
 PG_FUNCTION_INFO_V1(bpext_test_fill);
 PG_FUNCTION_INFO_V1(bpext_test_lookup_cost);
@@ -93,6 +94,14 @@ bpext_test_define_settings(void)
 							 &bpext_test_sparse_file,
 							 false,
 							 PGC_SIGHUP,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("bpext.test_holds",
+							 "Test builds only: let tests hold processes at points of races.",
+							 "Off, each point only tests this flag: the scale bench's tier reads look for no hold file.",
+							 &bpext_test_holds,
+							 false,
+							 PGC_POSTMASTER,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 }

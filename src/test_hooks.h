@@ -19,6 +19,7 @@
 #ifdef BPEXT_TEST_HOOKS
 
 extern bool bpext_test_sparse_file;
+extern bool bpext_test_holds;
 extern void bpext_test_define_settings(void);
 
 extern Oid	bpext_test_hold_target(const char *point);
@@ -29,13 +30,18 @@ extern void bpext_test_note(const char *point);
 #define BPEXT_TEST_SPARSE_FILE()	(bpext_test_sparse_file)
 
 /*
- * Holds (see test_hooks.c): the relation number whose slots are held at
- * point, or InvalidOid; hold there (true if it did); note that a process
- * got to point.
+ * Holds, with bpext.test_holds on (see test_hooks.c): the relation number
+ * whose slots are held at point, or InvalidOid; hold there (true if it
+ * did); note that a process got to point.
  */
-#define BPEXT_TEST_HOLD_TARGET(point)	bpext_test_hold_target(point)
+#define BPEXT_TEST_HOLD_TARGET(point) \
+	(bpext_test_holds ? bpext_test_hold_target(point) : InvalidOid)
 #define BPEXT_TEST_HOLD(point, slot)	bpext_test_hold((point), (slot))
-#define BPEXT_TEST_NOTE(point)		bpext_test_note(point)
+#define BPEXT_TEST_NOTE(point) \
+	do { \
+		if (bpext_test_holds) \
+			bpext_test_note(point); \
+	} while (0)
 
 #else
 

@@ -44,6 +44,10 @@ if ($ret != 0)
 	$node->stop;
 	plan skip_all => 'bpext is not a BPEXT_TEST_HOOKS=1 build';
 }
+# Every process starts with the holds on.
+$node->append_conf('postgresql.conf', "bpext.test_holds = on\n");
+$node->restart;
+bpext_wait_for_state($node, 'enabled') or die 'the tier is not enabled';
 
 my $data = $node->data_dir;
 
