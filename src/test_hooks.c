@@ -3,9 +3,10 @@
  * test_hooks.c
  *	  Test-only functions for the scale bench (test/bench/scale.sh): fill
  *	  the tier map with entries of a synthetic relation, and time lookups
- *	  in it.  Compiled only by `make BPEXT_TEST_HOOKS=1`; the SQL functions
- *	  are created by test/sql/bpext_test.sql, never by the extension's
- *	  install scripts.
+ *	  in it; and for tests of races, holds, and a read of a block through
+ *	  smgr (not shared buffers).  Compiled only by `make
+ *	  BPEXT_TEST_HOOKS=1`; the SQL functions are created by
+ *	  test/sql/bpext_test.sql, never by the extension's install scripts.
  *
  * The synthetic pages belong to relations in the global tablespace with a
  * database OID other than 0, a combination no cluster can have (shared
@@ -23,6 +24,25 @@
  * whose files it can describe, and loads them only while those files are
  * unchanged, so without a file the bench's warm start would load nothing.
  *
+ * Holds make a race happen in a chosen order, with no timing involved.
+ * With bpext.test_holds on, a test writes a relation number, and optionally a lowest slot, to a
+ * file bpext_test_hold.POINT in the data directory.  The first process to
+ * get to POINT (a call of BPEXT_TEST_HOLD) for a slot of that relation, at
+ * or past that slot, claims the hold by renaming the file to
+ * bpext_test_held.POINT, writes the slot to bpext_test_reached.POINT, and
+ * waits there until the test removes bpext_test_held.POINT.  Only one
+ * process is held per hold file.  The points:
+ *
+ *	read	a tier read, the slot pinned and read, not yet re-checked
+ *			(tier_io.c)
+ *	cut		a drop's walk of the chains it cut, at a slot cut off but
+ *			still HASHED (tier_map.c, unhash_piece_all)
+ *
+ * BPEXT_TEST_NOTE only writes the reached file (for cut_wait: a shrink
+ * or a clear is waiting for cut chains, wait_for_cuts).  A held process
+ * does not answer signals; the test lets it go before anything waits for
+ * it.  These run inside smgr calls and map walks: they raise no error.
+ *
  * Locking: none of its own; tier_map.c's.
  *
  * Copyright (c) 2026, bpext developers
@@ -34,11 +54,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "access/relation.h"
 #include "catalog/pg_tablespace_d.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "storage/bufmgr.h"
+#include "storage/smgr.h"
 #include "utils/guc.h"
+#include "utils/rel.h"
 
 #include "bpext.h"
 #include "test_hooks.h"
@@ -54,9 +78,11 @@
 #define LOOKUP_MAX				(50 * 1000 * 1000)
 
 bool		bpext_test_sparse_file = false;
+bool		bpext_test_holds = false;
 
 PG_FUNCTION_INFO_V1(bpext_test_fill);
 PG_FUNCTION_INFO_V1(bpext_test_lookup_cost);
+PG_FUNCTION_INFO_V1(bpext_test_read_block);
 
 /* From settings.c, before the bpext prefix is reserved. */
 void
@@ -70,6 +96,91 @@ bpext_test_define_settings(void)
 							 PGC_SIGHUP,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("bpext.test_holds",
+							 "Test builds only: let tests hold processes at points of races.",
+							 "Off, each point only tests this flag: the scale bench's tier reads look for no hold file.",
+							 &bpext_test_holds,
+							 false,
+							 PGC_POSTMASTER,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+}
+
+/*
+ * The hold file of point: its relation number (InvalidOid without a
+ * file) and lowest slot.
+ */
+static Oid
+read_hold_file(const char *point, uint32 *min_slot)
+{
+	char		path[MAXPGPATH];
+	unsigned int rel = InvalidOid;
+	unsigned int slot = 0;
+	FILE	   *f;
+
+	snprintf(path, sizeof(path), "bpext_test_hold.%s", point);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return InvalidOid;
+	if (fscanf(f, "%u %u", &rel, &slot) < 1)
+		rel = InvalidOid;
+	fclose(f);
+	*min_slot = slot;
+	return (Oid) rel;
+}
+
+/* Write text to bpext_test_reached.POINT whole (renamed into place). */
+static void
+write_reached_file(const char *point, const char *text)
+{
+	char		path[MAXPGPATH];
+	char		tmp[MAXPGPATH];
+	FILE	   *f;
+
+	snprintf(path, sizeof(path), "bpext_test_reached.%s", point);
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, MyProcPid);
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		return;
+	fputs(text, f);
+	if (fclose(f) == 0)
+		(void) rename(tmp, path);
+}
+
+Oid
+bpext_test_hold_target(const char *point)
+{
+	uint32		min_slot;
+
+	return read_hold_file(point, &min_slot);
+}
+
+/* Hold at point for slot if told to (see the file header). */
+bool
+bpext_test_hold(const char *point, uint32 slot)
+{
+	char		hold[MAXPGPATH];
+	char		held[MAXPGPATH];
+	char		text[32];
+	uint32		min_slot = 0;
+
+	if (!OidIsValid(read_hold_file(point, &min_slot)) || slot < min_slot)
+		return false;
+	snprintf(hold, sizeof(hold), "bpext_test_hold.%s", point);
+	snprintf(held, sizeof(held), "bpext_test_held.%s", point);
+	if (rename(hold, held) != 0)
+		return false;			/* another process claimed it */
+	snprintf(text, sizeof(text), "%u\n", slot);
+	write_reached_file(point, text);
+	while (access(held, F_OK) == 0)
+		pg_usleep(10000L);
+	return true;
+}
+
+void
+bpext_test_note(const char *point)
+{
+	write_reached_file(point, "");
 }
 
 /* The identity of synthetic page i. */
@@ -257,4 +368,37 @@ bpext_test_lookup_cost(PG_FUNCTION_ARGS)
 	pfree(rfiles);
 	pfree(blocks);
 	PG_RETURN_FLOAT8(INSTR_TIME_GET_DOUBLE(elapsed) * 1e9 / n);
+}
+
+/*
+ * bpext_test_read_block(rel regclass, block bigint) returns bytea: read a
+ * block of rel's main fork through smgr, as pg_prewarm's read mode does,
+ * bypassing shared buffers: served from the tier if it holds the page, so
+ * a test sees what the tier served while the page is changed through
+ * shared buffers.
+ */
+Datum
+bpext_test_read_block(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	int64		block = PG_GETARG_INT64(1);
+	Relation	rel;
+	bytea	   *page;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("only superusers may use the bpext test functions")));
+	rel = relation_open(relid, AccessShareLock);
+	if (block < 0 || block >= (int64) RelationGetNumberOfBlocks(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("block %lld is out of range for relation \"%s\"",
+						(long long) block, RelationGetRelationName(rel))));
+	page = (bytea *) palloc(BLCKSZ + VARHDRSZ);
+	SET_VARSIZE(page, BLCKSZ + VARHDRSZ);
+	smgrread(RelationGetSmgr(rel), MAIN_FORKNUM, (BlockNumber) block,
+			 VARDATA(page));
+	relation_close(rel, AccessShareLock);
+	PG_RETURN_BYTEA_P(page);
 }

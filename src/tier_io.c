@@ -42,6 +42,7 @@
 
 #include "bpext.h"
 #include "io_watch.h"
+#include "test_hooks.h"
 #include "tier_file.h"
 #include "tier_io.h"
 #include "wait_events.h"
@@ -112,6 +113,7 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	bool		crc_ok;
 	bool		still_valid;
 	int			save_errno;
+	Oid			hold_rel;
 
 	if (!tier_file_ready())
 		return false;
@@ -139,6 +141,10 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	bpext_io_watch_end();
 	BPEXT_COUNT(outstanding_io, -1);
 	crc_ok = read_ok && tier_page_crc(rfile, fork, block, buffer) == crc;
+	/* Tests only: hold the read here, the slot pinned, until told. */
+	hold_rel = BPEXT_TEST_HOLD_TARGET("read");
+	if (OidIsValid(hold_rel) && BPEXT_RELFILE_NUMBER(*rfile) == hold_rel)
+		(void) BPEXT_TEST_HOLD("read", slot);
 	still_valid = tier_map_pin_still_valid(slot, chain_cuts);
 	tier_map_unpin(slot);
 	elapsed_us = bpext_io_watch_clock() - start_us;

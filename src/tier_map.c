@@ -79,7 +79,20 @@
  *	  and leaves it.  Because an invalidation cannot unhash such a slot, a
  *	  reader that pinned it before the cut must not trust its re-check:
  *	  every cut bumps chain_cuts under the lock, and a read that a cut
- *	  overlapped is a miss (tier_map_pin_still_valid).
+ *	  overlapped is a miss (tier_map_pin_still_valid).  Nor can a shrink
+ *	  (tier_map_drop_slots) or tier_map_clear unhash such a slot, which
+ *	  would stay HASHED past the file's new end, or in a map said to be
+ *	  empty, until the walk reaches it: so every cut also counts in
+ *	  cuts_in_flight, raised under the partition lock with chain_cuts and
+ *	  lowered once the walk has unhashed all the cut slots.  A shrink that
+ *	  finds a slot HASHED but in no chain, and every clear after its own
+ *	  pass, wait (wait_for_cuts) until no cut is in flight, holding no
+ *	  lock: a walk takes only rel_lock (to free a relation's last slot)
+ *	  and the free stack's spinlock, so the wait ends.  Then every slot
+ *	  they looked for is either in its chain, where they unhashed it, or
+ *	  unhashed by the walk.  A clear's wait cannot be prolonged by new
+ *	  cuts, as no publication refills the chains it emptied; a shrink's
+ *	  only by new drops.
  *	- Every publication and unlinking of a slot is reported to the slot
  *	  directory (slot_directory.c) once the slot's fields are final, so
  *	  that its copy on the SSD is written again.
@@ -108,6 +121,7 @@
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/pg_bitutils.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -115,7 +129,9 @@
 
 #include "bpext.h"
 #include "slot_directory.h"
+#include "test_hooks.h"
 #include "tier_map.h"
+#include "wait_events.h"
 
 #define BPEXT_MAP_PARTITIONS	128
 #define BPEXT_MAP_MIN_PIECES_PER_PARTITION	16
@@ -224,6 +240,8 @@ typedef struct TierMap
 									 * leave dead slots for the sweep */
 	PaddedAtomic chain_cuts;	/* pieces whose chains were cut off their
 								 * buckets (unhash_piece_all) */
+	PaddedAtomic cuts_in_flight;	/* of those, the ones whose slots are
+									 * not all unhashed yet */
 	FreeStack	free;
 } TierMap;
 
@@ -444,6 +462,7 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	pg_atomic_init_u32(&Map->used_slots.value, 0);
 	pg_atomic_init_u32(&Map->generation_bumps.value, 0);
 	pg_atomic_init_u32(&Map->chain_cuts.value, 0);
+	pg_atomic_init_u32(&Map->cuts_in_flight.value, 0);
 	SpinLockInit(&Map->free.s.lock);
 	Map->free.s.head = TIER_INVALID_INDEX;
 	Map->free.s.count = 0;
@@ -1460,6 +1479,27 @@ wait_for_publishers(void)
 }
 
 /*
+ * Wait until no chain cut off its bucket is still being walked, so that
+ * every slot on one has been unhashed (see "Emptying the map" in the file
+ * header).  The caller must hold no map lock: a walk takes rel_lock.  A
+ * walk is a few thousand slots, milliseconds, so this polls.
+ */
+static void
+wait_for_cuts(void)
+{
+	if (pg_atomic_read_u32(&Map->cuts_in_flight.value) != 0)
+	{
+		BPEXT_TEST_NOTE("cut_wait");
+		pgstat_report_wait_start(BPEXT_WAIT_EVENT(BPEXT_WAIT_CHAIN_CUTS));
+		while (pg_atomic_read_u32(&Map->cuts_in_flight.value) != 0)
+			pg_usleep(1000L);
+		pgstat_report_wait_end();
+	}
+	/* What the walks wrote before they counted down. */
+	pg_memory_barrier();
+}
+
+/*
  * The map is walked in pieces so that a scan can be split over the worker
  * pool (scan_pool.c): piece p covers a share of the buckets of partition
  * p % BPEXT_MAP_PARTITIONS (at least a sixteenth, at most
@@ -1563,6 +1603,7 @@ unhash_piece_all(uint32 piece)
 	uint32		bucket;
 	uint32		i;
 	LWLock	   *lock;
+	Oid			hold_rel;
 
 	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
 	LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -1576,25 +1617,39 @@ unhash_piece_all(uint32 piece)
 		heads[nheads++] = head;
 		set_bucket_head(bucket, TIER_INVALID_INDEX);
 	}
-	/* Before the lock goes: see tier_map_pin_still_valid. */
-	if (nheads > 0)
-		pg_atomic_fetch_add_u32(&Map->chain_cuts.value, 1);
+	if (nheads == 0)
+	{
+		LWLockRelease(lock);
+		return 0;
+	}
+	/* Before the lock goes: see tier_map_pin_still_valid, wait_for_cuts. */
+	pg_atomic_fetch_add_u32(&Map->chain_cuts.value, 1);
+	pg_atomic_fetch_add_u32(&Map->cuts_in_flight.value, 1);
 	LWLockRelease(lock);
 
+	hold_rel = BPEXT_TEST_HOLD_TARGET("cut");
 	for (i = 0; i < nheads; i++)
 	{
 		uint32		cur = heads[i];
 
 		while (cur != TIER_INVALID_INDEX)
 		{
-			uint32		next = Map->slots[cur].next;
+			TierSlot   *s = &Map->slots[cur];
+			uint32		next = s->next;
 
+			/* Tests only: hold the cut here, the slot still HASHED. */
+			if (OidIsValid(hold_rel) && s->rel != TIER_INVALID_INDEX &&
+				BPEXT_RELFILE_NUMBER(Map->rels[s->rel].rfile) == hold_rel &&
+				BPEXT_TEST_HOLD("cut", cur))
+				hold_rel = InvalidOid;
 			if (slot_unhash_detached(cur))
 				tier_map_free_slot(cur);
 			removed++;
 			cur = next;
 		}
 	}
+	/* After the slots' words: a full barrier. */
+	pg_atomic_fetch_sub_u32(&Map->cuts_in_flight.value, 1);
 	return removed;
 }
 
@@ -1630,12 +1685,17 @@ tier_map_begin_drop(void)
 	wait_for_publishers();
 }
 
-/* Empty the map (disable, error).  The caller has left ENABLED state. */
+/*
+ * Empty the map (disable, error).  The caller has left ENABLED state.
+ * Chains a drop cut off before our pass are not ours to unhash: wait for
+ * that drop's walk to have unhashed them (wait_for_cuts).
+ */
 void
 tier_map_clear(void)
 {
 	tier_map_begin_drop();
 	unhash_all();
+	wait_for_cuts();
 }
 
 /*
@@ -1716,7 +1776,10 @@ tier_map_list_free_slots(void)
  * without a lock, so it is only a guess until the slot is found in that
  * chain under the lock; a slot that changed hands meanwhile is left alone
  * (it is no longer the copy that was to be dropped, and publications past
- * the active slots fail, see publish_slot).
+ * the active slots fail, see publish_slot).  A slot still HASHED but in
+ * no chain is on one a drop cut off: we wait for the drop to unhash it
+ * (wait_for_cuts), so that nothing past the end is hashed when the shrink
+ * cuts the file.
  */
 uint32
 tier_map_drop_slots(uint32 first, uint32 end)
@@ -1727,6 +1790,7 @@ tier_map_drop_slots(uint32 first, uint32 end)
 	uint16		starts[BPEXT_MAP_PARTITIONS + 1];
 	uint32		n = 0;
 	uint32		dropped = 0;
+	bool		missed = false;
 	uint32		slot;
 	uint32		part;
 	uint32		i;
@@ -1783,9 +1847,14 @@ tier_map_drop_slots(uint32 first, uint32 end)
 				}
 				prev = cur;
 			}
+			if (cur == TIER_INVALID_INDEX &&
+				(pg_atomic_read_u32(&Map->slots[victim].state) & SLOT_HASHED))
+				missed = true;
 		}
 		LWLockRelease(&Map->partition_locks[part].lock);
 	}
+	if (missed)
+		wait_for_cuts();
 	return dropped;
 }
 

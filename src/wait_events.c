@@ -38,6 +38,7 @@ static const char *const wait_event_names[BPEXT_WAIT_EVENT_COUNT] = {
 	"BpextWorkerMain",
 	"BpextSettingsApplied",
 	"BpextWarmLoad",
+	"BpextChainCuts",
 };
 
 /* Called by the postmaster once shared memory is set up. */

@@ -23,6 +23,8 @@ typedef enum BpextWaitEvent
 									 * apply new settings */
 	BPEXT_WAIT_WARM_LOAD,		/* bpext_prewarm waits for a warm start's
 								 * load */
+	BPEXT_WAIT_CHAIN_CUTS,		/* a shrink or a clear waits for a drop's
+								 * cut chains to be unhashed */
 	BPEXT_WAIT_EVENT_COUNT
 } BpextWaitEvent;
 

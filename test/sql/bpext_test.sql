@@ -1,5 +1,6 @@
 -- Test-only SQL functions of a bpext built with `make BPEXT_TEST_HOOKS=1`
--- (src/test_hooks.c), for the scale bench (test/bench/scale.sh):
+-- (src/test_hooks.c), for the scale bench (test/bench/scale.sh) and the
+-- tests of races (test/t/026_chain_cut_race.pl):
 --   psql -v ON_ERROR_STOP=1 -f test/sql/bpext_test.sql
 -- Not part of the extension: a release build has no such C functions, and
 -- this script then fails.
@@ -13,5 +14,11 @@ RETURNS double precision
 AS '$libdir/bpext', 'bpext_test_lookup_cost'
 LANGUAGE C STRICT VOLATILE;
 
+CREATE OR REPLACE FUNCTION bpext_test_read_block(rel regclass, block bigint)
+RETURNS bytea
+AS '$libdir/bpext', 'bpext_test_read_block'
+LANGUAGE C STRICT VOLATILE;
+
 REVOKE ALL ON FUNCTION bpext_test_fill(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_test_lookup_cost(integer, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION bpext_test_read_block(regclass, bigint) FROM PUBLIC;
