@@ -121,11 +121,11 @@
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
-#include "pgstat.h"
 #include "port/pg_bitutils.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/wait_event.h"
 
 #include "bpext.h"
 #include "slot_directory.h"
