@@ -18,9 +18,9 @@ bpext_check_majors "$majors"
 # After a failed run: the diffs and logs of the suites that failed, then,
 # last (CI shows the end of the output), which ones failed and how.
 report_failures() {
-    local work=$1 major=$2 failed name f
+    local work=$1 major=$2 out=$3 failed name f
     failed=$(sed -n 's/^\(test\/t\/[^ ]*\)\.pl  *(Wstat.*/\1/p' \
-        "$work/installcheck.out" | sort -u)
+        "$out" | sort -u)
     for f in "$work"/regression.diffs "$work"/output_iso/regression.diffs; do
         [ -f "$f" ] && { echo "=== $f"; tail -n 200 "$f"; }
     done
@@ -43,10 +43,27 @@ report_failures() {
                 "$f" | head -n 40
         else
             # It died before it logged anything (a Perl compilation error).
-            grep -B 8 -A 2 "^$name\.pl \.\. *\$" "$work/installcheck.out" | head -n 40
+            grep -B 8 -A 2 "^$name\.pl \.\. *\$" "$out" | head -n 40
         fi
     done
     return 0
+}
+
+# The tests that skip unless bpext is a test-hook build, among those the
+# arguments ask for (PROVE_TESTS=..., or all of them); relative to the tree.
+hook_tests_wanted() {
+    local work=$1; shift
+    local t wanted="" arg
+    for arg in "$@"; do
+        case $arg in
+            PROVE_TESTS=*) wanted=${arg#PROVE_TESTS=} ;;
+        esac
+    done
+    for t in $(cd "$work" && grep -l "not a BPEXT_TEST_HOOKS=1 build" test/t/*.pl); do
+        if [ -z "$wanted" ] || [[ " $wanted " == *" $t "* ]]; then
+            printf '%s ' "$t"
+        fi
+    done
 }
 
 # One major on this system: build in a private copy (never in the tree,
@@ -88,7 +105,31 @@ run_native() {
     export PATH=/usr/lib/postgresql/$major/bin:$PATH
     runuser -u postgres -- make -C "$work" -s PG_CONFIG="$pg_config" \
         installcheck "$@" 2>&1 | tee "$work/installcheck.out" || status=$?
-    [ "$status" -eq 0 ] || report_failures "$work" "$major"
+    [ "$status" -eq 0 ] || report_failures "$work" "$major" "$work/installcheck.out"
+
+    # The tests that need the test-hook build (they skip on the release
+    # build above): that build, from a copy of its own, installed over the
+    # release one for them alone, which is then installed again.  Their
+    # prove run empties tmp_check: the failures above are reported first.
+    local hook_tests
+    hook_tests=$(hook_tests_wanted "$work" "$@")
+    if [ -n "$hook_tests" ]; then
+        echo "=== the tests that need the test-hook build (BPEXT_TEST_HOOKS=1)"
+        mkdir "$work/hooks"
+        cp -r "$src/." "$work/hooks/"
+        make -C "$work/hooks" -s PG_CONFIG="$pg_config" clean
+        make -C "$work/hooks" -s -j"$(nproc)" PG_CONFIG="$pg_config" BPEXT_TEST_HOOKS=1
+        make -C "$work/hooks" -s PG_CONFIG="$pg_config" BPEXT_TEST_HOOKS=1 install
+        rm -rf "$work/hooks"
+        local hook_status=0
+        runuser -u postgres -- make -C "$work" -s PG_CONFIG="$pg_config" \
+            installcheck REGRESS= ISOLATION= PROVE_TESTS="$hook_tests" 2>&1 |
+            tee "$work/installcheck-hooks.out" || hook_status=$?
+        [ "$hook_status" -eq 0 ] ||
+            report_failures "$work" "$major" "$work/installcheck-hooks.out"
+        [ "$status" -ne 0 ] || status=$hook_status
+        make -C "$work" -s PG_CONFIG="$pg_config" install
+    fi
     rm -rf "$work"
     trap - EXIT
     return "$status"
