@@ -259,7 +259,6 @@ $node->safe_psql('postgres', q{
 	SELECT pg_reload_conf();
 });
 $node->poll_query_until('postgres', 'SHOW bpext.admission', 'read');
-my $skips = bpext_stat($node, 'admission_skips');
 run_scenarios('read', 2000000);
 
 $node->safe_psql('postgres', q{
