@@ -127,6 +127,11 @@ bpext_close_inherited_fds(const int *keep, int nkeep)
 	struct dirent *de;
 	bool		redirect = true;
 	int			devnull;
+	int			i;
+
+	/* Standard output and error are replaced unless one is to be kept. */
+	for (i = 0; i < nkeep; i++)
+		redirect &= (keep[i] > STDERR_FILENO);
 
 	if (dir == NULL)
 		return;
@@ -134,13 +139,9 @@ bpext_close_inherited_fds(const int *keep, int nkeep)
 	{
 		int			fd = atoi(de->d_name);
 		bool		kept = false;
-		int			i;
 
 		for (i = 0; i < nkeep; i++)
-		{
 			kept |= (fd == keep[i]);
-			redirect &= (keep[i] > STDERR_FILENO);
-		}
 		if (de->d_name[0] == '.' || fd <= 2 || kept || fd == dirfd(dir))
 			continue;
 		close(fd);

@@ -25,13 +25,14 @@
  * unchanged, so without a file the bench's warm start would load nothing.
  *
  * Holds make a race happen in a chosen order, with no timing involved.
- * With bpext.test_holds on, a test writes a relation number, and optionally a lowest slot, to a
- * file bpext_test_hold.POINT in the data directory.  The first process to
- * get to POINT (a call of BPEXT_TEST_HOLD) for a slot of that relation, at
- * or past that slot, claims the hold by renaming the file to
- * bpext_test_held.POINT, writes the slot to bpext_test_reached.POINT, and
- * waits there until the test removes bpext_test_held.POINT.  Only one
- * process is held per hold file.  The points:
+ * With bpext.test_holds on, a test writes a relation number, and
+ * optionally a lowest slot, to a file bpext_test_hold.POINT in the data
+ * directory.  The first process to get to POINT (a call of
+ * BPEXT_TEST_HOLD) for a slot of that relation, at or past that slot,
+ * claims the hold by renaming the file to bpext_test_held.POINT, writes
+ * the slot to bpext_test_reached.POINT, and waits there until the test
+ * removes bpext_test_held.POINT.  Only one process is held per hold file.
+ * The points:
  *
  *	read	a tier read, the slot pinned and read, not yet re-checked
  *			(tier_io.c)
