@@ -81,6 +81,7 @@ typedef struct BpextControl
 	uint64		size_bytes;		/* its size, header included */
 	char		last_error[256];
 	TimestampTz last_error_time;
+	bool		last_error_hung;	/* a device that did not answer */
 	TimestampTz config_applied_at;	/* the worker's last reconfiguration */
 	pg_atomic_uint64 worker_progress_at;	/* the last time the worker
 											 * reported progress
@@ -114,6 +115,7 @@ extern bool bpext_direct_io;
 extern int	bpext_push_interval_ms;
 extern int	bpext_push_lookahead;
 extern int	bpext_io_timeout_ms;
+extern int	bpext_recovery_interval_ms;
 extern int	bpext_tier_readers;
 extern bool bpext_log_events;
 extern bool bpext_warm_restart;
@@ -140,10 +142,16 @@ bpext_tier_enabled(void)
 /* sql_api.c */
 extern void bpext_require_preloaded(void);
 
+/* worker.c: is this process the bpext tier worker? */
+extern bool bpext_is_tier_worker(void);
+
 /* tier_control.c */
 extern void bpext_apply_configuration(void);
 extern void bpext_tier_fail(const char *what, int save_errno);
+extern void bpext_tier_fail_hung(const char *what);
 extern void bpext_tier_check_file(void);
+extern void bpext_tier_recover(void);
+extern int	bpext_tier_worker_fd(uint32 *incarnation);
 extern const char *bpext_state_description(BpextState state);
 extern void bpext_wake_worker(void);
 extern bool bpext_tier_warm_load_step(void);

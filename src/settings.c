@@ -38,6 +38,7 @@ bool		bpext_direct_io = false;
 int			bpext_push_interval_ms = 10;
 int			bpext_push_lookahead = 0;
 int			bpext_io_timeout_ms = 5000;
+int			bpext_recovery_interval_ms = 10000;
 int			bpext_tier_readers = 4;
 bool		bpext_log_events = false;
 bool		bpext_warm_restart = true;
@@ -311,6 +312,16 @@ bpext_define_settings(void)
 							"A hung tier device then costs the queries already waiting on it, not every later one: new misses go to the data files.",
 							&bpext_io_timeout_ms,
 							5000,
+							0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.recovery_interval",
+							"How soon the bpext worker tries to enable a tier that failed again; 0 leaves it to bpext_enable() or a reload.",
+							"The wait doubles after every try that fails, up to five minutes, and starts again from this once the tier has stayed enabled for as long. Tries that fail log nothing.",
+							&bpext_recovery_interval_ms,
+							10000,
 							0, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,
