@@ -420,13 +420,33 @@ receive(int sock, char **buf, size_t *buflen, size_t *bufsize, int *fd)
 	return n;
 }
 
+/* Stop waiting for the helper: it dies as soon as the kernel lets go. */
+static void
+abandon(const HelperIoRun *run, pid_t helper)
+{
+	if (helper <= 0)
+		return;
+	if (run->worker_child)
+		worker_child_kill(helper);
+	else
+		(void) kill(helper, SIGKILL);
+}
+
+/* What a wait for the helper ended with. */
+typedef enum HelperWait
+{
+	WAIT_LOOK,					/* look at the socket */
+	WAIT_STOP,					/* a postmaster asked to shut down */
+	WAIT_INTERRUPT				/* an interrupt to serve */
+} HelperWait;
+
 /*
- * Wait up to wait_ms (-1: no limit) for the socket to be readable, or for
- * the caller to be asked to stop.  Returns true if it was asked.
+ * Wait up to wait_ms (-1: no limit) for the socket to be readable.  A
+ * postmaster is told of a shutdown asked for meanwhile (the signals are
+ * blocked by the caller, and stay pending); anyone else, of an interrupt.
  */
-static bool
-wait_for_helper(const HelperIoRun *run, int sock, int wait_ms,
-				bool *latch_set)
+static HelperWait
+wait_for_helper(int sock, int wait_ms, bool *latch_set)
 {
 	int			rc;
 
@@ -436,11 +456,9 @@ wait_for_helper(const HelperIoRun *run, int sock, int wait_ms,
 		sigset_t	pending;
 
 		(void) poll(&pfd, 1, wait_ms < 0 ? SLICE_MS : Min(wait_ms, SLICE_MS));
-
-		/* Blocked by the caller: a shutdown asked for meanwhile. */
 		sigpending(&pending);
 		return sigismember(&pending, SIGTERM) || sigismember(&pending, SIGINT) ||
-			sigismember(&pending, SIGQUIT);
+			sigismember(&pending, SIGQUIT) ? WAIT_STOP : WAIT_LOOK;
 	}
 
 	rc = WaitLatchOrSocket(MyLatch,
@@ -453,12 +471,7 @@ wait_for_helper(const HelperIoRun *run, int sock, int wait_ms,
 		ResetLatch(MyLatch);
 		*latch_set = true;
 	}
-
-	/*
-	 * The bpext worker leaves a cancel request to its main loop; a backend
-	 * serves it.
-	 */
-	return ProcDiePending || (!run->worker_child && QueryCancelPending);
+	return INTERRUPTS_PENDING_CONDITION() ? WAIT_INTERRUPT : WAIT_LOOK;
 }
 
 /*
@@ -468,9 +481,8 @@ wait_for_helper(const HelperIoRun *run, int sock, int wait_ms,
  * nothing came) and *resultlen hold the data frames, and *fd (if not NULL)
  * the last descriptor handed over, or -1.  Otherwise the reason is in
  * why, the helper was killed and abandoned if it had started, and nothing
- * is returned.  An interruption of a backend or of the bpext worker is
- * served (an ERROR or FATAL) once the helper is abandoned, unless
- * interrupts are held.
+ * is returned.  An interrupt of a backend or of the bpext worker is served
+ * while it waits (an ERROR abandons the helper first).
  */
 HelperIoFailure
 helper_io_run(const HelperIoRun *run, char **result, size_t *resultlen,
@@ -487,6 +499,7 @@ helper_io_run(const HelperIoRun *run, char **result, size_t *resultlen,
 	int			got_fd = -1;
 	uint64		last;
 	HelperIoFailure failure = HELPER_IO_DIED;
+	HelperWait	wait;
 	bool		latch_set = false;
 	sigset_t	stop_signals;
 	sigset_t	saved_mask;
@@ -539,10 +552,37 @@ helper_io_run(const HelperIoRun *run, char **result, size_t *resultlen,
 			}
 			wait_ms = run->timeout_ms - (int) silent;
 		}
-		if (wait_for_helper(run, sv[0], wait_ms, &latch_set))
+		wait = wait_for_helper(sv[0], wait_ms, &latch_set);
+		if (wait == WAIT_STOP)
 		{
 			failure = HELPER_IO_INTERRUPTED;
 			break;
+		}
+		if (wait == WAIT_INTERRUPT)
+		{
+			/* Served here; an error abandons the helper first. */
+			PG_TRY();
+			{
+				CHECK_FOR_INTERRUPTS();
+			}
+			PG_CATCH();
+			{
+				abandon(run, helper);
+				close(sv[0]);
+				free(buf);
+				free(out);
+				if (got_fd >= 0)
+					close(got_fd);
+				PG_RE_THROW();
+			}
+			PG_END_TRY();
+
+			/* Held interrupts end the wait all the same. */
+			if (ProcDiePending || QueryCancelPending)
+			{
+				failure = HELPER_IO_INTERRUPTED;
+				break;
+			}
 		}
 		n = receive(sv[0], &buf, &buflen, &bufsize, &got_fd);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -605,14 +645,7 @@ give_up:
 		return HELPER_IO_OK;
 	}
 
-	/* Stop waiting for it; it dies as soon as the kernel lets go. */
-	if (helper > 0)
-	{
-		if (run->worker_child)
-			worker_child_kill(helper);
-		else
-			(void) kill(helper, SIGKILL);
-	}
+	abandon(run, helper);
 	free(out);
 	if (got_fd >= 0)
 		close(got_fd);
@@ -629,8 +662,6 @@ give_up:
 						whylen);
 			else
 				strlcpy(why, "the wait for the tier file was interrupted", whylen);
-			if (IsUnderPostmaster)
-				CHECK_FOR_INTERRUPTS();
 			break;
 		default:
 			strlcpy(why, "the process doing the tier file's I/O ended without an answer",

@@ -49,6 +49,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -224,6 +225,7 @@ keeper_main(int fd)
 	bpext_reset_signals();
 	(void) setsid();
 	(void) prctl(PR_SET_PDEATHSIG, 0);
+	signal(SIGIO, SIG_IGN);		/* a lease break must not end it */
 	bpext_close_inherited_fds(keep, 2);
 	PGSharedMemoryDetach();
 	bpext_helper_title("bpext keeper helper");
@@ -712,9 +714,13 @@ enable_tier(const char *path, uint32 nslots, EnableMode mode)
 						   failure_reason, probes)));
 	}
 	else
+	{
+		/* Someone acted: a later failure starts its probes afresh. */
+		recovered_at = 0;
 		ereport(LOG,
 				(errmsg("bpext tier enabled: \"%s\", %llu MB",
 						path, (unsigned long long) (TIER_FILE_SIZE(nslots) >> 20))));
+	}
 }
 
 static void

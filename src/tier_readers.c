@@ -243,9 +243,9 @@ give_up(ReadSlot *slot, uint32 seen)
 /*
  * Read the page at offset of the tier file of this incarnation through a
  * helper, waiting at most bpext.io_timeout (0: as long as it takes, unless
- * the process is asked to exit or to cancel its query, which it does as
- * soon as the read has fallen back to the data file).  A read that does
- * not answer in time switches the tier off.
+ * an interrupt is pending, such as a termination, a cancel or a recovery
+ * conflict, which is served as soon as the read has fallen back to the
+ * data file).  A read that does not answer in time switches the tier off.
  */
 TierReadResult
 tier_readers_read(char *page, off_t offset, uint32 incarnation)
@@ -331,7 +331,7 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 			 pg_atomic_read_u32(&Region->incarnation) != incarnation) ||
 			(seen == SLOT_BUSY &&
 			 pid_gone((pid_t) pg_atomic_read_u32(&slot->claim))) ||
-			(bpext_io_timeout_ms <= 0 && (ProcDiePending || QueryCancelPending)) ||
+			(bpext_io_timeout_ms <= 0 && INTERRUPTS_PENDING_CONDITION()) ||
 			!PostmasterIsAlive())
 		{
 			if (!give_up(slot, seen))
