@@ -90,6 +90,8 @@ typedef struct BpextControl
 	char		applied_path[MAXPGPATH];	/* bpext.path it acted on */
 	Latch	   *worker_latch;	/* set to wake the worker, or NULL */
 	int			worker_pid;
+	int			worker_tier_fd; /* the worker's descriptor of the file,
+								 * or -1: others open it through /proc */
 
 	/* Slot capacity fixed at server start (bpext.max_size). */
 	uint32		max_slots;

@@ -293,6 +293,9 @@ release_tier(void)
 	tier_map_set_active_slots(0);
 	worker_fd = -1;
 	worker_nslots = 0;
+	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
+	BpextCtl->worker_tier_fd = -1;
+	LWLockRelease(BpextCtl->control_lock);
 	pg_atomic_fetch_add_u32(&BpextCtl->file_incarnation, 1);
 	tier_file_set_worker_fd(-1, 0);
 	worker_children_set_file(0, 0);
@@ -456,6 +459,7 @@ take_file(int fd, const char *path, uint32 nslots, uint64 dev, uint64 ino,
 	BpextCtl->size_bytes = TIER_FILE_SIZE(nslots);
 	BpextCtl->file_dev = dev;
 	BpextCtl->file_ino = ino;
+	BpextCtl->worker_tier_fd = fd;
 	LWLockRelease(BpextCtl->control_lock);
 
 	incarnation = pg_atomic_add_fetch_u32(&BpextCtl->file_incarnation, 1);

@@ -27,13 +27,14 @@
  * The worker holds the file through a read-only descriptor that carries
  * the flock, which a helper opened and handed over (tier_control.c); its
  * helpers open descriptions of their own.  Every other process only reads
- * the file: it opens it by path, read-only and without access-time updates
+ * the file: it opens it read-only and without access-time updates
  * (O_NOATIME: an atime update is a journal transaction, which a hung device
  * never lets finish), on first use and again whenever
- * BpextCtl->file_incarnation says the worker has taken another file.  The
- * path's directory entries are in the kernel's cache while the worker holds
- * the file, so the open does no I/O; and the release of a read-only
- * description takes no lock of the file system's.  Page I/O uses O_DIRECT
+ * BpextCtl->file_incarnation says the worker has taken another file.  It
+ * opens it through the worker's own descriptor (/proc/PID/fd/N), which
+ * resolves no path on the tier's file system at all, and by path only if
+ * that fails; and the release of a read-only description takes no lock of
+ * the file system's.  Page I/O uses O_DIRECT
  * when bpext.direct_io is on and the file system allows it; writes (the
  * worker's helper) go through an aligned bounce buffer when the caller's
  * buffer is not aligned (PostgreSQL 15's shared buffers are only
@@ -678,6 +679,35 @@ tier_file_set_worker_fd(int fd, uint32 incarnation)
 }
 
 /*
+ * Open the file the worker holds as its descriptor holder_fd in process
+ * holder: through /proc, if that still is the file (dev, ino), else by
+ * path.
+ */
+static int
+open_held(const char *path, int holder, int holder_fd, uint64 want_dev,
+		  uint64 want_ino, int flags)
+{
+	if (holder > 0 && holder_fd >= 0)
+	{
+		char		proc[64];
+		uint64		dev;
+		uint64		ino;
+		int			fd;
+
+		snprintf(proc, sizeof(proc), "/proc/%d/fd/%d", holder, holder_fd);
+		fd = open_noatime(proc, flags);
+		if (fd >= 0 && tier_file_identity(fd, &dev, &ino) &&
+			dev == want_dev && ino == want_ino)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		else if (errno == EINVAL)
+			return -1;			/* O_DIRECT refused: the caller retries */
+	}
+	return open_noatime(path, flags | O_NOFOLLOW);
+}
+
+/*
  * This process's descriptor, (re)opened if the worker has switched files
  * since we last looked.  Returns -1 with errno set on failure.  The
  * descriptor is counted against max_files_per_process like any other
@@ -692,7 +722,9 @@ local_tier_fd(void)
 	uint64		want_ino;
 	uint64		dev;
 	uint64		ino;
-	int			flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+	int			holder;
+	int			holder_fd;
+	int			flags = O_RDONLY | O_CLOEXEC;
 
 	if (in_worker)
 	{
@@ -709,6 +741,8 @@ local_tier_fd(void)
 	strlcpy(path, BpextCtl->path, sizeof(path));
 	want_dev = BpextCtl->file_dev;
 	want_ino = BpextCtl->file_ino;
+	holder = BpextCtl->worker_pid;
+	holder_fd = BpextCtl->worker_tier_fd;
 	LWLockRelease(BpextCtl->control_lock);
 
 	if (!AcquireExternalFD())
@@ -717,12 +751,14 @@ local_tier_fd(void)
 		return -1;
 	}
 	local_direct = bpext_direct_io;
-	local_fd = open_noatime(path, flags | (local_direct ? O_DIRECT : 0));
+	local_fd = open_held(path, holder, holder_fd, want_dev, want_ino,
+						 flags | (local_direct ? O_DIRECT : 0));
 	if (local_fd < 0 && local_direct && errno == EINVAL)
 	{
 		/* The file system does not do direct I/O (tmpfs, for one). */
 		local_direct = false;
-		local_fd = open_noatime(path, flags);
+		local_fd = open_held(path, holder, holder_fd, want_dev, want_ino,
+							 flags);
 	}
 	if (local_fd < 0)
 	{

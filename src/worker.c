@@ -126,6 +126,7 @@ worker_detach(int code, Datum arg)
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	BpextCtl->worker_latch = NULL;
 	BpextCtl->worker_pid = 0;
+	BpextCtl->worker_tier_fd = -1;
 	LWLockRelease(BpextCtl->control_lock);
 }
 
