@@ -116,6 +116,8 @@ typedef struct WriterReply
 
 static bool writer_enabled = false;
 static pid_t helper_pid = 0;
+static uint64 held_dev = 0;		/* the file the helper serves, as the */
+static uint64 held_ino = 0;		/* worker took it (for OP_CHECK) */
 static int	request_fd = -1;	/* the worker's end of each pipe */
 static int	reply_fd = -1;
 static char *region = NULL;
@@ -155,19 +157,23 @@ transfer(int fd, void *buf, size_t len, bool reading)
 	return true;
 }
 
-/* In the helper: is the file at path the one it writes to, at full size? */
+/*
+ * In the helper: is the file at path the worker's (held_dev, held_ino),
+ * at full size (tier_fd, the helper's own descriptor of it, -1 if it could
+ * not open one)?  errno says more when it is not.
+ */
 static ssize_t
 check_file(int tier_fd, const char *path, off_t min_size)
 {
 	struct stat held;
 	struct stat named;
 
-	if (fstat(tier_fd, &held) != 0)
-		return CHECK_NO_FSTAT;
 	if (lstat(path, &named) != 0)
 		return CHECK_GONE;
-	if (held.st_dev != named.st_dev || held.st_ino != named.st_ino)
+	if ((uint64) named.st_dev != held_dev || (uint64) named.st_ino != held_ino)
 		return CHECK_REPLACED;
+	if (tier_fd < 0 || fstat(tier_fd, &held) != 0)
+		return CHECK_NO_FSTAT;
 	if (held.st_size < min_size)
 		return CHECK_TRUNCATED;
 	/* Other processes open it by path: they must be able to. */
@@ -182,7 +188,7 @@ perform(int tier_fd, const WriterRequest *req)
 {
 	int			rc;
 
-	if (tier_fd < 0)
+	if (tier_fd < 0 && req->op != OP_CHECK)
 		return -1;				/* errno from the reopen */
 	switch (req->op)
 	{
@@ -220,6 +226,7 @@ static void
 helper_main(int in, int out, int tier_fd)
 {
 	const int	keep[3] = {in, out, tier_fd};
+	int			reopen_errno;
 
 	bpext_reset_signals();
 
@@ -238,6 +245,7 @@ helper_main(int in, int out, int tier_fd)
 	 * not keep, or the tier could not be enabled on that file again.
 	 */
 	tier_fd = tier_file_reopen_own(tier_fd, true);
+	reopen_errno = tier_fd < 0 ? errno : 0;
 
 	for (;;)
 	{
@@ -247,9 +255,12 @@ helper_main(int in, int out, int tier_fd)
 		if (!transfer(in, &req, sizeof(req), true))
 			_exit(0);			/* the worker let go of us */
 		do
+		{
+			errno = reopen_errno;
 			reply.result = perform(tier_fd, &req);
-		while (reply.result < 0 && errno == EINTR);
-		reply.save_errno = reply.result < 0 ? errno : 0;
+		} while (reply.result < 0 && errno == EINTR);
+		reply.save_errno = reply.result < 0 ||
+			(req.op == OP_CHECK && reply.result != CHECK_OK) ? errno : 0;
 		if (!transfer(out, &reply, sizeof(reply), false))
 			_exit(0);
 	}
@@ -303,6 +314,10 @@ spawn_helper(int tier_fd, uint32 incarnation)
 		abandon_helper(false);
 		return false;
 	}
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	held_dev = BpextCtl->file_dev;
+	held_ino = BpextCtl->file_ino;
+	LWLockRelease(BpextCtl->control_lock);
 	child = worker_child_fork(WORKER_CHILD_WRITER);
 	if (child == 0)
 		helper_main(to_helper[0], from_helper[1], tier_fd);
