@@ -279,7 +279,7 @@ bpext_define_settings(void)
 	 */
 	DefineCustomIntVariable("bpext.store_queue_pages",
 							"Pages that data-file writes and reads can queue for the tier worker to store.",
-							"Dual writes and read admission copy the page into this shared queue instead of writing the tier themselves; when it is full the page is not stored. 0 stores nothing from data-file writes and reads.",
+							"Dual writes and read admission copy the page into this shared queue instead of writing the tier themselves; when it is full the page is not stored. bpext_prewarm waits for room in it. 0 stores nothing from data-file writes and reads, nor from bpext_prewarm.",
 							&bpext_store_queue_pages,
 							256,
 							0, 65536,
