@@ -29,7 +29,7 @@
  * (MAP_SHARED | MAP_ANONYMOUS) when it loads the library, so that every
  * process it forks has it at the same address.  It is not PostgreSQL's
  * shared memory on purpose: the helpers detach from that, as those of
- * postmaster_io.c and tier_writer.c do, so that a helper stuck in the
+ * helper_io.c and tier_writer.c do, so that a helper stuck in the
  * kernel cannot keep the next postmaster from starting.  For the same
  * reason they cannot use latches; waits are Linux futexes on the region's
  * words (shared, not FUTEX_PRIVATE_FLAG).

@@ -5,7 +5,7 @@
 # finishes the map at exit (writes, an fsync and the header) and the
 # decision at start (the header and the relation table).  Both run in a
 # helper process the postmaster stops waiting for once bpext.io_timeout
-# passes without an answer (src/postmaster_io.c).  With every tier read or
+# passes without an answer (src/helper_io.c).  With every tier read or
 # write held up for ten minutes (the fault injector's *_sleep faults):
 #
 #  - a fast shutdown finishes, well within pg_ctl's wait, and says the map
