@@ -811,10 +811,12 @@ needs_bounce(const char *buf)
 
 /*
  * In a helper process (tier_writer.c's, tier_readers.c's): a descriptor of
- * the tier file with an open file description of its own (opened by name,
- * and checked to be the same file), read-write for the writer, instead of
- * the inherited fd (the worker's), which is closed, so that a helper left
- * stuck in the kernel never holds the worker's flock.  Direct I/O as
+ * the tier file with an open file description of its own, read-write for
+ * the writer, instead of the inherited fd (the worker's), which is closed,
+ * so that a helper left stuck in the kernel never holds the worker's
+ * flock.  It is opened through the inherited one (/proc/self/fd/N), so it
+ * is the very file the worker holds, even one renamed or removed since
+ * (the worker's check notices that and lets the file go).  Direct I/O as
  * bpext.direct_io says and the file system allows.  -1 with errno set if
  * that fails; every I/O then fails with it.
  */
@@ -822,21 +824,17 @@ int
 tier_file_reopen_own(int fd, bool writable)
 {
 	char		link[64];
-	char		path[MAXPGPATH];
 	struct stat inherited;
 	struct stat own_st;
-	int			flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW;
-	ssize_t		len;
+	int			flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
 	int			own = -1;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	len = readlink(link, path, sizeof(path) - 1);
-	if (len > 0 && fstat(fd, &inherited) == 0)
+	if (fstat(fd, &inherited) == 0)
 	{
-		path[len] = '\0';
-		own = open_noatime(path, flags | (bpext_direct_io ? O_DIRECT : 0));
+		own = open_noatime(link, flags | (bpext_direct_io ? O_DIRECT : 0));
 		if (own < 0 && bpext_direct_io && errno == EINVAL)
-			own = open_noatime(path, flags);
+			own = open_noatime(link, flags);
 		if (own >= 0 &&
 			(fstat(own, &own_st) != 0 || own_st.st_dev != inherited.st_dev ||
 			 own_st.st_ino != inherited.st_ino))
