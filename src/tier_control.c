@@ -355,6 +355,7 @@ disable_tier(void)
 	HelperIoRun run;
 	UnlinkAnswer *answer = NULL;
 	size_t		answerlen;
+	HelperIoFailure failure;
 	char		why[256];
 
 	pg_atomic_write_u32(&BpextCtl->state, BPEXT_STATE_DISABLING);
@@ -378,9 +379,13 @@ disable_tier(void)
 		run.arg = &job;
 		run.timeout_ms = bpext_io_timeout_ms;
 		run.worker_child = true;
-		if (helper_io_run(&run, (char **) &answer, &answerlen, NULL, why,
-						  sizeof(why)) != HELPER_IO_OK ||
-			answerlen != sizeof(UnlinkAnswer))
+
+		/* A removal left stuck may still take that file away later. */
+		worker_children_set_file(job.dev, job.ino);
+		failure = helper_io_run(&run, (char **) &answer, &answerlen, NULL, why,
+								sizeof(why));
+		worker_children_set_file(0, 0);
+		if (failure != HELPER_IO_OK || answerlen != sizeof(UnlinkAnswer))
 			ereport(WARNING,
 					(errcode(ERRCODE_IO_ERROR),
 					 errmsg("could not remove tier file \"%s\": %s", job.path, why)));
