@@ -167,10 +167,12 @@ worker_children_busy(void)
 }
 
 /*
- * The tier files (st_dev, st_ino) that live children other than keepers
- * may still write to, at most max of them.  A write of one that is stuck
- * could land whenever the device answers: such a file must not become the
- * tier's file again before they are gone (tier_control.c).
+ * The tier files (st_dev, st_ino) that children given up on may still
+ * write to (or remove), at most max of them: writer and file helpers that
+ * were killed and are still there.  A call of one that is stuck could land
+ * whenever the device answers: such a file must not become the tier's
+ * file again before they are gone (tier_control.c).  A helper that was
+ * merely told to go was idle, and readers only read.
  */
 int
 worker_children_files(uint64 *devs, uint64 *inos, int max)
@@ -184,7 +186,9 @@ worker_children_files(uint64 *devs, uint64 *inos, int max)
 	{
 		bool		seen = false;
 
-		if (children[i].pid == 0 || children[i].kind == WORKER_CHILD_KEEPER ||
+		if (children[i].pid == 0 || children[i].killed_ms == 0 ||
+			(children[i].kind != WORKER_CHILD_WRITER &&
+			 children[i].kind != WORKER_CHILD_FILE) ||
 			(children[i].dev == 0 && children[i].ino == 0))
 			continue;
 		for (j = 0; j < n; j++)
