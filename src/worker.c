@@ -287,6 +287,15 @@ bpext_worker_main(Datum main_arg)
 
 		naptime = bpext_push_round();
 
+		/*
+		 * The file's check, and the way back from ERROR, once a second
+		 * whatever bpext.push_interval says: sessions open the file
+		 * through the worker's descriptor, so only this check notices a
+		 * file replaced behind the tier's back.
+		 */
+		if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_DISABLED)
+			naptime = Min(naptime, FILE_CHECK_INTERVAL_MS);
+
 		/* Shared buffers' pages, seen for the sizing advisor (sizing.c). */
 		bpext_sizing_sweep_shared_buffers();
 
