@@ -109,8 +109,10 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "bpext.h"
+#include "settings.h"
 #include "sizing.h"
+#include "sql_api.h"
+#include "tier_control.h"
 #include "tier_map.h"
 
 PG_FUNCTION_INFO_V1(bpext_sizing_1_3);

@@ -57,12 +57,11 @@
 #include "port/pg_bitutils.h"
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "postmaster_io.h"
 #include "slot_directory.h"
 #include "tier_file.h"
-#include "tier_writer.h"
 #include "tier_map.h"
+#include "tier_writer.h"
 
 /* Chunks written with one pwritev. */
 #define DIR_RUN_CHUNKS		32

@@ -65,8 +65,8 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 
-#include "bpext.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_map.h"
 
 /* Synthetic relation i is (global tablespace, SYNTH_DB, SYNTH_REL + i). */

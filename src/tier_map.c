@@ -127,9 +127,10 @@
 #include "storage/spin.h"
 #include "utils/wait_event.h"
 
-#include "bpext.h"
 #include "slot_directory.h"
+#include "stats.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_map.h"
 #include "wait_events.h"
 

@@ -24,9 +24,10 @@
  */
 #include "postgres.h"
 
-#include "bpext.h"
 #include "progress.h"
 #include "scan_pool.h"
+#include "settings.h"
+#include "tier_control.h"
 #include "tier_map.h"
 #include "tier_scans.h"
 

@@ -87,10 +87,12 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "bpext.h"
 #include "postmaster_io.h"
 #include "progress.h"
+#include "settings.h"
 #include "slot_directory.h"
+#include "stats.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "warm_restart.h"
