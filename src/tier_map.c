@@ -271,7 +271,12 @@ static bool publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 static bool slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket);
 static bool slot_unhash_detached(uint32 slot);
 static void slot_release_owned(uint32 slot);
-static void rel_release(uint32 rel);
+
+/* Shared with the rest of the map once it is split by concern. */
+extern void tier_rel_release(uint32 rel);
+extern bool tier_index_unhash_slot(uint32 bucket, uint32 slot, bool *owned);
+extern void tier_index_remove_page(const BpextRelFile *rfile, ForkNumber fork,
+								   BlockNumber block, uint32 hash);
 
 static inline uint32
 page_hash(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
@@ -736,8 +741,8 @@ rel_acquire(const BpextRelFile *rfile, ForkNumber fork, bool create)
 }
 
 /* Drop a reference; the last one returns the entry to the free list. */
-static void
-rel_release(uint32 rel)
+void
+tier_rel_release(uint32 rel)
 {
 	TierRel    *r = &Map->rels[rel];
 	uint32		old = pg_atomic_read_u32(&r->refcount);
@@ -845,7 +850,7 @@ tier_map_begin_admit(const BpextRelFile *rfile, ForkNumber fork,
 void
 tier_map_cancel_admit(TierAdmitTicket *ticket)
 {
-	rel_release(ticket->rel);
+	tier_rel_release(ticket->rel);
 	ticket->rel = TIER_INVALID_INDEX;
 }
 
@@ -1056,8 +1061,8 @@ tier_map_alloc_slot(void)
 		uint32		rel;
 		uint32		bucket;
 		LWLock	   *lock;
-		uint32		prev;
-		uint32		cur;
+		bool		live;
+		bool		owned;
 
 		if (state == 0)
 		{
@@ -1100,26 +1105,14 @@ tier_map_alloc_slot(void)
 			LWLockRelease(lock);
 			continue;
 		}
-		prev = TIER_INVALID_INDEX;
-		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-			 cur = Map->slots[cur].next)
+		live = slot_is_current(s);
+		if (tier_index_unhash_slot(bucket, slot, &owned) && owned)
 		{
-			if (cur == slot)
-				break;
-			prev = cur;
-		}
-		if (cur == slot)
-		{
-			bool		live = slot_is_current(s);
-
-			if (slot_unhash_locked(slot, prev, bucket))
-			{
-				LWLockRelease(lock);
-				slot_release_owned(slot);
-				if (live)
-					BPEXT_COUNT(page_evictions, 1);
-				return slot;
-			}
+			LWLockRelease(lock);
+			slot_release_owned(slot);
+			if (live)
+				BPEXT_COUNT(page_evictions, 1);
+			return slot;
 		}
 		LWLockRelease(lock);
 	}
@@ -1144,6 +1137,32 @@ slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
 	else
 		Map->slots[prev].next = s->next;
 	return slot_unhash_detached(slot);
+}
+
+/*
+ * Unhash the slot if it is in the bucket's chain (caller holds the chain's
+ * partition lock exclusive).  The bucket was computed from the slot's
+ * fields read without the lock, so it is only a guess until the slot is
+ * found there.  Returns whether it was; *owned is then what
+ * slot_unhash_locked returned.
+ */
+bool
+tier_index_unhash_slot(uint32 bucket, uint32 slot, bool *owned)
+{
+	uint32		prev = TIER_INVALID_INDEX;
+	uint32		cur;
+
+	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
+		 cur = Map->slots[cur].next)
+	{
+		if (cur == slot)
+		{
+			*owned = slot_unhash_locked(slot, prev, bucket);
+			return true;
+		}
+		prev = cur;
+	}
+	return false;
 }
 
 /*
@@ -1186,7 +1205,7 @@ slot_release_owned(uint32 slot)
 
 	if (s->rel != TIER_INVALID_INDEX)
 	{
-		rel_release(s->rel);
+		tier_rel_release(s->rel);
 		s->rel = TIER_INVALID_INDEX;
 	}
 	s->block = InvalidBlockNumber;
@@ -1352,6 +1371,14 @@ remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 	LWLockRelease(lock);
 }
 
+/* remove_page, for the relation-level invalidations. */
+void
+tier_index_remove_page(const BpextRelFile *rfile, ForkNumber fork,
+					   BlockNumber block, uint32 hash)
+{
+	remove_page(rfile, fork, block, hash);
+}
+
 /*
  * The page's image in its data file is changing.  Writers call this twice:
  * before the write, so the old copy is gone before the new image lands,
@@ -1388,7 +1415,7 @@ tier_map_invalidate_from(const BpextRelFile *rfile, ForkNumber fork,
 		return;					/* nothing cached, nothing in flight */
 	if (rel_only_ours(rel))
 	{
-		rel_release(rel);
+		tier_rel_release(rel);
 		return;
 	}
 
@@ -1397,18 +1424,18 @@ tier_map_invalidate_from(const BpextRelFile *rfile, ForkNumber fork,
 		end = hint;
 	if (first >= end)
 	{
-		rel_release(rel);
+		tier_rel_release(rel);
 		return;
 	}
 	if (end - first > BPEXT_EAGER_INVALIDATE_BLOCKS)
 	{
 		rel_bump_generation(rel);
-		rel_release(rel);
+		tier_rel_release(rel);
 		return;
 	}
 	for (block = first; block < end; block++)
 		tier_map_invalidate_block(rfile, fork, block);
-	rel_release(rel);
+	tier_rel_release(rel);
 }
 
 /*
@@ -1430,9 +1457,10 @@ tier_map_invalidate_fork(const BpextRelFile *rfile, ForkNumber fork)
 	{
 		/* Free the slots now, so the relation entry can be recycled. */
 		for (block = 0; block < hint; block++)
-			remove_page(rfile, fork, block, page_hash(rfile, fork, block));
+			tier_index_remove_page(rfile, fork, block,
+								   page_hash(rfile, fork, block));
 	}
-	rel_release(rel);
+	tier_rel_release(rel);
 }
 
 /*
@@ -1669,7 +1697,7 @@ unhash_all(void)
 	uint32		piece;
 
 	for (piece = 0; piece < tier_map_pieces(); piece++)
-		removed += unhash_piece_all(piece);
+		removed += tier_map_unhash_piece(piece, false);
 	return removed;
 }
 
@@ -1832,24 +1860,15 @@ tier_map_drop_slots(uint32 first, uint32 end)
 		for (k = from; k < starts[part]; k++)
 		{
 			uint32		victim = slots[order[k]];
-			uint32		bucket = buckets[order[k]];
-			uint32		prev = TIER_INVALID_INDEX;
-			uint32		cur;
+			bool		owned;
 
-			for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-				 cur = Map->slots[cur].next)
+			if (tier_index_unhash_slot(buckets[order[k]], victim, &owned))
 			{
-				if (cur == victim)
-				{
-					if (slot_unhash_locked(victim, prev, bucket))
-						tier_map_free_slot(victim);
-					dropped++;
-					break;
-				}
-				prev = cur;
+				if (owned)
+					tier_map_free_slot(victim);
+				dropped++;
 			}
-			if (cur == TIER_INVALID_INDEX &&
-				(pg_atomic_read_u32(&Map->slots[victim].state) & SLOT_HASHED))
+			else if (pg_atomic_read_u32(&Map->slots[victim].state) & SLOT_HASHED)
 				missed = true;
 		}
 		LWLockRelease(&Map->partition_locks[part].lock);
@@ -2218,7 +2237,7 @@ tier_map_warm_release_holds(void)
 		if (!r->warm_held)
 			continue;
 		r->warm_held = false;
-		rel_release(rel);
+		tier_rel_release(rel);
 	}
 }
 
