@@ -17,10 +17,10 @@
  * Shared memory follows pg_stat_statements' two steps: the request hook
  * asks for the size computed by the same function the startup hook uses,
  * and the startup hook initialises the structures under AddinShmemInitLock
- * the first time (BpextControl in tier_control.h, the map in tier_map.c, the store
- * queue in store_queue.c).  In the
- * postmaster it then decides whether the tier starts warm, before any
- * other process exists (warm_restart.c).
+ * the first time (BpextControl in tier_control.h, the map in tier_map.c,
+ * the store queue in store_queue.c).  In the postmaster it then decides
+ * whether the tier starts warm, before any other process exists
+ * (warm_restart.c).
  *
  * Copyright (c) 2026, bpext developers
  *

@@ -90,7 +90,7 @@ extern BpextControl *BpextCtl;
 /*
  * Is the tier serving and admitting pages?  Cheap enough for every smgr
  * call: one atomic read.  Callers that act on the answer must re-check
- * under the map's locks (see tier_map.c).
+ * under the map's locks (see tier_map_index.c).
  */
 static inline bool
 bpext_tier_enabled(void)

@@ -413,10 +413,10 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
  * entry's relation is not held with the saved generation, the slot is
  * taken, or the page changed since the postmaster held its relation (as
  * if each had been admitted with a ticket taken then), and say which were
- * published.  A terabyte map has 134 million entries: one
- * partition lock, one random bucket miss and one directory mark each took
- * about 1.7 us, 4 minutes in all.  Here the entries are sorted by
- * partition, each partition's lock is taken once for all of its entries
+ * published.  A terabyte map has 134 million entries, too many to take a
+ * partition lock, miss a random bucket and mark the directory for each.
+ * Here the entries are sorted by partition, each partition's lock is
+ * taken once for all of its entries
  * (the map-wide checks are made once under it: map_epoch and the file can
  * only change while every partition lock is taken in turn, see
  * wait_for_publishers), the buckets are prefetched ahead of use, and the
@@ -641,8 +641,8 @@ tier_map_invalidate_block(const BpextRelFile *rfile, ForkNumber fork,
  * had a partition's pieces been numbered together, the participants would
  * take its lock one after the other, a piece at a time, for the whole
  * partition: a lookup woken by one release finds it taken again before it
- * runs, and a bpext_drop_clean_buffers at a terabyte held lookups up for a
- * 128th of its time (0.3 to 0.5 s).  Interleaved, a partition's lock is
+ * runs, and waits for the partition's whole share of the scan.
+ * Interleaved, a partition's lock is
  * taken once per 128 pieces, and a lookup waits for one piece at most.
  */
 uint32

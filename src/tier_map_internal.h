@@ -27,8 +27,7 @@
 /*
  * Buckets per piece of a whole-map walk at most (about 4096 slots at a
  * full map), so that a walk holds a partition lock for milliseconds even
- * at a terabyte: a sixteenth of a partition is 65,000 slots there, and
- * bpext_drop_clean_buffers held lookups up for seconds.
+ * at a terabyte, where a sixteenth of a partition is 65,000 slots.
  */
 #define BPEXT_MAP_PIECE_BUCKETS	2048
 #define BPEXT_WRITE_COUNTERS	65536	/* power of two */

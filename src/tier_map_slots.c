@@ -18,10 +18,10 @@
  * in no chain, so TierSlot.next is unused), under one spinlock with the
  * stack's head and length; allocation pops from it before the CLOCK hand
  * moves, so that no live page is evicted while a slot is free.  Writes,
- * dual writes and invalidations free slots all over the tier: with only
- * the hand to find them, a TPC-B run evicted 8,389 live pages while 4,510
- * slots were free.  Only the owner of a slot (FILLING) pushes it, and it
- * becomes LISTED in the same critical section; only a pop, under the same
+ * dual writes and invalidations free slots all over the tier, and the
+ * hand alone would evict live pages before it reached them.  Only the
+ * owner of a slot (FILLING) pushes it, and it becomes LISTED in the same
+ * critical section; only a pop, under the same
  * lock, takes a LISTED slot (to FILLING), and nothing else changes a
  * LISTED word (the hand, the warm load and the pins only act on words
  * that are zero or HASHED), so a slot is on the stack at most once and is

@@ -125,7 +125,7 @@ tier_map_clear(void)
  * TIER_MAP_DROP_MAX of them per call).  Returns how many did.  The slots
  * are grouped by partition and each partition's lock is taken once for
  * its group: a shrink of a terabyte tier to half unlinks 67 million slots,
- * and a lock and a random bucket miss for each took 93 s, longer than
+ * and a lock and a random bucket miss for each would take longer than
  * bpext_resize waits.  The bucket is computed from the slot's fields read
  * without a lock, so it is only a guess until the slot is found in that
  * chain under the lock; a slot that changed hands meanwhile is left alone

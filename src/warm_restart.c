@@ -64,6 +64,11 @@
  * other process exists and afterwards by the worker alone; the views read
  * mode and reason under control_lock, pages_reused is atomic.
  *
+ * Saving, deciding and loading stay in one file, long as it is: each reads
+ * what the one before wrote (the header, the relation table and its
+ * segment stats, the token), so the saved map's format and the checks
+ * that make it trustworthy are written down in one place.
+ *
  * Copyright (c) 2026, bpext developers
  *
  *-------------------------------------------------------------------------
