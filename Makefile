@@ -29,6 +29,10 @@ OBJS = \
 	src/tier_file.o \
 	src/tier_io.o \
 	src/tier_map.o \
+	src/tier_map_index.o \
+	src/tier_map_rels.o \
+	src/tier_map_slots.o \
+	src/tier_map_walks.o \
 	src/tier_scans.o \
 	src/tier_readers.o \
 	src/tier_writer.o \
