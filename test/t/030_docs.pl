@@ -11,7 +11,8 @@
 #   test/run-tests.sh);
 # - every doc-test marker is attached to a table or a fenced block;
 # - every relative link and image points to a file that exists, and a link
-#   with #anchor to a heading of that file (GitHub's anchors);
+#   with #anchor to a heading of that file (GitHub's anchors); every
+#   document in doc/ is reached by links from README.md;
 # - every tree path in code (test/..., src/*.c, monitoring/..., debian/...,
 #   doc/...) exists, and every suite named like `101_crash` is a file of
 #   test/t/;
@@ -123,6 +124,28 @@ for my $file (@files)
 		  unless $target_doc && $target_doc->{anchors}{$anchor};
 	}
 	no_problems(\@bad, "$file: every relative link resolves, anchors included");
+}
+
+# Every document can be found from the README, following links.
+{
+	my %reached = ('README.md' => 1);
+	my @todo = ('README.md');
+	while (my $file = shift @todo)
+	{
+		my $dir = $file =~ m{/} ? $file =~ s{/[^/]*$}{}r : '.';
+		for my $link (@{ $docs{$file}{links} })
+		{
+			my ($path) = $link->{target} =~ /^([^#:]+\.md)(?:#.*)?$/ or next;
+			my $resolved = "$dir/$path";
+			$resolved =~ s{^\./}{};
+			1 while $resolved =~ s{(^|/)(?!\.\./)[^/]+/\.\./}{$1};
+			next if $reached{$resolved} || !$docs{$resolved};
+			$reached{$resolved} = 1;
+			push @todo, $resolved;
+		}
+	}
+	no_problems([ map { "$_: no link leads to it from README.md" } grep { !$reached{$_} } @files ],
+		'every document is reached by links from README.md');
 }
 
 # --- paths, suites, scripts, options, make targets, variables ---------------
