@@ -390,7 +390,7 @@ bpext_define_settings(void)
 
 	DefineCustomBoolVariable("bpext.sizing",
 							 "Feed the tier sizing advisor (the bpext_sizing view) with the shared-buffer miss stream.",
-							 "It works with the tier off too; see the README on reading the curve.",
+							 "It works with the tier off too; doc/sizing.md says how to read the curve.",
 							 &bpext_sizing,
 							 true,
 							 PGC_SIGHUP,

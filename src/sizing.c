@@ -58,7 +58,7 @@
  *	  tier_map_alloc_slot: bumped by hits, up to 3) approximates LRU, as
  *	  PostgreSQL's own clock sweep does; the stack distance is the LRU
  *	  answer.  How far CLOCK differs on the bench's workloads is measured
- *	  in the README's accuracy table (or said there not to be yet).
+ *	  in doc/sizing.md's accuracy table (or said there not to be yet).
  *	- Not modelled: pages read through ring strategies (big sequential
  *	  scans, VACUUM) never meet the clock hand and are not pushed under
  *	  admission = evict, but count here as admitted; pages of dropped or
