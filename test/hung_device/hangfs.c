@@ -174,6 +174,10 @@ watch(void *arg)
 	return NULL;
 }
 
+/*
+ * direct_io for every file: the kernel keeps no page cache of the FUSE
+ * file, so every read of the loop device reaches the gate.
+ */
 static void *
 hf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
@@ -183,6 +187,7 @@ hf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	return NULL;
 }
 
+/* The root directory and "disk", the size of the backing file. */
 static int
 hf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
@@ -207,6 +212,7 @@ hf_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 	return -ENOENT;
 }
 
+/* The root directory lists "disk" alone. */
 static int
 hf_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
 		   struct fuse_file_info *fi, enum fuse_readdir_flags flags)
@@ -222,6 +228,7 @@ hf_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
 	return 0;
 }
 
+/* Only "disk" opens, with direct_io (see hf_init). */
 static int
 hf_open(const char *path, struct fuse_file_info *fi)
 {
@@ -231,6 +238,10 @@ hf_open(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
+/*
+ * The requests of the device: each passes the gate, then does what a disk
+ * would with the backing file.  A write past the end is a full device.
+ */
 static int
 hf_read(const char *path, char *buf, size_t size, off_t off,
 		struct fuse_file_info *fi)

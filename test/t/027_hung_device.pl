@@ -30,8 +30,9 @@
 # (bpext.recovery_interval = 1s: the worker probes the device through a
 # helper), within 60 s; and nothing is lost: TPC-B's invariants, pgbench's
 # transactions all in pgbench_history, the table counts, amcheck at the
-# end.  A scenario that fails leaves the tier enabled by hand
-# (bpext_enable) for the next one, so that each tests what it says.
+# end.  A scenario whose tier does not come back gets it back by hand
+# (bpext_enable), and each ends with a clean restart, so that the next one
+# starts with the tier enabled and a worker with no history of failures.
 #
 # Every wait is bounded, so that a build that hangs fails instead of
 # hanging the suite; the device is released on every way out (END).
