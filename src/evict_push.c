@@ -85,8 +85,10 @@
 #include "storage/bufpage.h"
 #include "utils/memutils.h"
 
-#include "bpext.h"
 #include "evict_push.h"
+#include "settings.h"
+#include "stats.h"
+#include "tier_control.h"
 #include "tier_io.h"
 
 #define PUSH_BATCH_PAGES	64

@@ -1,15 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * settings.c
- *	  bpext's settings (the bpext.* GUCs) and the pointer to its shared
- *	  control block: the state every other file reads.
+ *	  bpext's settings (the bpext.* GUCs).
  *
  * This file calls into no other part of bpext, so that everything can
  * depend on it and it on nothing: _PG_init (bpext.c) defines the settings
- * through bpext_define_settings and sets BpextCtl up in shared memory.
+ * through bpext_define_settings.
  *
- * Locking: the variables are per process, set by the GUC machinery; see
- * bpext.h for the protocol of the control block.
+ * Locking: the variables are per process, set by the GUC machinery.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -21,13 +19,10 @@
 
 #include "utils/guc.h"
 
-#include "bpext.h"
-#include "scan_pool.h"
-#include "sizing.h"
+#include "settings.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_readers.h"
-
-BpextControl *BpextCtl = NULL;
 
 char	   *bpext_path = NULL;
 int			bpext_size_mb = 0;

@@ -29,7 +29,9 @@
 #include "portability/instr_time.h"
 
 #include "descriptors.h"
+#include "settings.h"
 #include "sizing.h"
+#include "stats.h"
 #include "store_queue.h"
 #include "tier_io.h"
 #include "tier_map.h"

@@ -38,8 +38,11 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "bpext.h"
 #include "free_space.h"
+#include "settings.h"
+#include "sql_api.h"
+#include "stats.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "wait_events.h"

@@ -32,9 +32,9 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "stats.h"
+#include "tier_control.h"
 
 #define BPEXT_MAX_DATABASES 256
 

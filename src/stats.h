@@ -11,6 +11,7 @@
 #define BPEXT_STATS_H
 
 #include "port/atomics.h"
+#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 
 /* Where a page entering the tier came from. */
@@ -81,5 +82,16 @@ extern void bpext_stats_shmem_init(bool found);
 extern void bpext_stats_sum(BpextCounters *total, TimestampTz *reset_at);
 extern void bpext_stats_reset_all(void);
 extern int	bpext_stats_by_database(BpextDatabaseCounters **result);
+
+/* Microseconds since start, for the read and write timings. */
+static inline uint64
+bpext_microseconds_since(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MICROSEC(now);
+}
 
 #endif							/* BPEXT_STATS_H */

@@ -40,9 +40,10 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
-#include "bpext.h"
 #include "io_watch.h"
+#include "stats.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_io.h"
 #include "wait_events.h"
