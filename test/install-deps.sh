@@ -21,9 +21,11 @@ if ! bpext_major_is_native "$major"; then
     exit 1
 fi
 
-# The last line: building the Debian package (test/package.sh).
+# The second line: the device that hangs (test/hung_device.sh). The last:
+# building the Debian package (test/package.sh).
 packages=(postgresql-"$major" postgresql-server-dev-"$major" bzip2
           libipc-run-perl make gcc dpkg-dev
+          fuse3 libfuse3-dev pkg-config e2fsprogs mount
           build-essential debhelper postgresql-server-dev-all)
 # A major from another suite (19 from experimental, on sid): that suite in
 # apt's sources, and its packages named "<package>/<suite>" (apt's -t

@@ -66,6 +66,39 @@ hook_tests_wanted() {
     done
 }
 
+# The device that hangs for real (test/hung_device.sh), set up by run_native
+# for the tests that need one, and taken down on every way out.
+hung_dir=""
+hung_device_teardown() {
+    [ -n "$hung_dir" ] || return 0
+    test/hung_device.sh teardown "$hung_dir" ||
+        echo "=== could not take down the hung device in $hung_dir" >&2
+    hung_dir=""
+}
+
+# Set the device up when this machine can (root, /dev/fuse, a loop device,
+# ext4 tools) and it proves to hang for real; the tests find it in
+# BPEXT_HUNG_DEVICE, or why there is none in BPEXT_HUNG_DEVICE_SKIP.  One
+# already in BPEXT_HUNG_DEVICE (set up by hand) is used as it is.
+hung_device_setup() {
+    local out
+    [ -z "${BPEXT_HUNG_DEVICE:-}" ] || return 0
+    [ "${BPEXT_HUNG_DEVICE_SETUP:-1}" != 0 ] || {
+        export BPEXT_HUNG_DEVICE_SKIP="BPEXT_HUNG_DEVICE_SETUP=0"
+        return 0
+    }
+    hung_dir=$(mktemp -d /tmp/bpext-hung.XXXXXX)
+    if out=$(test/hung_device.sh setup "$hung_dir" 2>&1) &&
+        out=$(test/hung_device.sh check "$hung_dir" 2>&1); then
+        echo "=== a device that hangs: $hung_dir/ssd"
+        export BPEXT_HUNG_DEVICE=$hung_dir
+    else
+        export BPEXT_HUNG_DEVICE_SKIP=${out##*$'\n'}
+        echo "=== no device that hangs (its tests skip): $BPEXT_HUNG_DEVICE_SKIP"
+        hung_device_teardown
+    fi
+}
+
 # One major on this system: build in a private copy (never in the tree,
 # which other majors' builds share), install, test.
 run_native() {
@@ -85,7 +118,7 @@ run_native() {
     fi
     work=$(mktemp -d /tmp/bpext-tests.XXXXXX)
     # shellcheck disable=SC2064
-    trap "rm -rf '$work'" EXIT
+    trap "hung_device_teardown; rm -rf '$work'" EXIT
     cp -r "$src/." "$work/"
     make -C "$work" -s PG_CONFIG="$pg_config" clean
     make -C "$work" -s PG_CONFIG="$pg_config"
@@ -103,6 +136,7 @@ run_native() {
     chown -R postgres "$work"
 
     export PATH=/usr/lib/postgresql/$major/bin:$PATH
+    hung_device_setup
     runuser -u postgres -- make -C "$work" -s PG_CONFIG="$pg_config" \
         installcheck "$@" 2>&1 | tee "$work/installcheck.out" || status=$?
     [ "$status" -eq 0 ] || report_failures "$work" "$major" "$work/installcheck.out"
@@ -130,6 +164,7 @@ run_native() {
         [ "$status" -ne 0 ] || status=$hook_status
         make -C "$work" -s PG_CONFIG="$pg_config" install
     fi
+    hung_device_teardown
     rm -rf "$work"
     trap - EXIT
     return "$status"
