@@ -7,12 +7,15 @@ OBJS = \
 	src/db_hooks.o \
 	src/descriptors.o \
 	src/evict_push.o \
+	src/explain_function.o \
+	src/explain_tier.o \
 	src/free_space.o \
 	src/interpose.o \
 	src/io_watch.o \
 	src/postmaster_io.o \
 	src/prewarm.o \
 	src/progress.o \
+	src/query_reads.o \
 	src/scan_pool.o \
 	src/settings.o \
 	src/sizing.o \

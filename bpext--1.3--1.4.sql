@@ -25,3 +25,25 @@ CREATE OR REPLACE VIEW bpext_database_stats AS
 
 REVOKE ALL ON FUNCTION bpext_database_stats_1_4() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION bpext_database_stats_1_4() TO pg_monitor;
+
+-- EXPLAIN (ANALYZE, TIER) as a function, for the majors where extensions
+-- cannot add EXPLAIN options (15 to 17; it works on 18 and 19 too): runs
+-- the statement, as EXPLAIN ANALYZE does, and returns a row per plan node
+-- in EXPLAIN's order, the top node (the plan's totals) first.  Anyone may
+-- call it: the statement runs with the caller's privileges.
+CREATE FUNCTION bpext_explain_tier(
+    query text,
+    OUT node integer,
+    OUT parent_node integer,
+    OUT level integer,
+    OUT node_type text,
+    OUT relation regclass,
+    OUT tier_hits bigint,
+    OUT data_file_reads bigint,
+    OUT tier_read_time double precision,
+    OUT data_file_read_time double precision,
+    OUT data_file_reads_not_timed bigint,
+    OUT shared_read bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'bpext_explain_tier_1_4'
+LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
