@@ -5,21 +5,25 @@
 
 -- 1.4: per database, the time spent reading pages from the tier and from
 -- data files beside their counts, as Aurora shows orcache_blk_read_time
--- beside storage_blk_read_time.  The new columns come last.
+-- beside storage_blk_read_time, and the data-file reads that completed
+-- out of bpext's sight and were not timed (18's asynchronous I/O).  The
+-- new columns come last.
 CREATE FUNCTION bpext_database_stats_1_4(
     OUT database_id oid,
     OUT tier_reads bigint,
     OUT data_file_reads bigint,
     OUT tier_hit_ratio double precision,
     OUT tier_read_time double precision,
-    OUT data_file_read_time double precision)
+    OUT data_file_read_time double precision,
+    OUT data_file_reads_not_timed bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bpext_database_stats_1_4'
 LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 
 CREATE OR REPLACE VIEW bpext_database_stats AS
     SELECT s.database_id, d.datname, s.tier_reads, s.data_file_reads,
-           s.tier_hit_ratio, s.tier_read_time, s.data_file_read_time
+           s.tier_hit_ratio, s.tier_read_time, s.data_file_read_time,
+           s.data_file_reads_not_timed
       FROM bpext_database_stats_1_4() s
       LEFT JOIN pg_database d ON d.oid = s.database_id;
 

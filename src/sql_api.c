@@ -274,14 +274,15 @@ bpext_stats_reset(PG_FUNCTION_ARGS)
 
 /* The columns bpext_database_stats has had since 1.0, and since 1.4. */
 #define DATABASE_STATS_COLUMNS_1_0	4
-#define DATABASE_STATS_COLUMNS_1_4	6
+#define DATABASE_STATS_COLUMNS_1_4	7
 
 /*
  * Per database: pages served from the tier beside pages read from data
  * files, as Aurora shows orcache_blks_hit beside storage_blks_read, and
  * (1.4) the time spent in each, as its orcache_blk_read_time and
- * storage_blk_read_time.  Counted by the database of the process that
- * read them.
+ * storage_blk_read_time, with the data-file reads bpext could not time
+ * (18's asynchronous reads) so that a mean can be taken over the others.
+ * Counted by the database of the process that read them.
  */
 static void
 database_stats(FunctionCallInfo fcinfo, bool with_read_times)
@@ -315,6 +316,8 @@ database_stats(FunctionCallInfo fcinfo, bool with_read_times)
 				Float8GetDatum(r->tier_read_us / 1000.0);
 			values[DATABASE_STATS_COLUMNS_1_0 + 1] =
 				Float8GetDatum(r->data_file_read_us / 1000.0);
+			values[DATABASE_STATS_COLUMNS_1_0 + 2] =
+				Int64GetDatum(r->data_file_reads_untimed);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
