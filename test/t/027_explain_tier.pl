@@ -72,20 +72,25 @@ my $parallel = q{
 sub measure
 {
 	my ($settings, $statement) = @_;
-	my $before = q{
+	my $from = q{
+		  FROM bpext_stats s
+		  LEFT JOIN bpext_database_stats d ON d.datname = current_database()};
+	my $before = qq{
 		SELECT s.extension_page_reads AS s_hits, s.data_file_reads AS s_reads,
-		       d.tier_reads AS d_hits, d.data_file_reads AS d_reads,
-		       d.tier_read_time AS d_hit_ms, d.data_file_read_time AS d_read_ms,
-		       d.data_file_reads_not_timed AS d_untimed
-		  FROM bpext_stats s, bpext_database_stats d
-		 WHERE d.datname = current_database() \gset};
-	my $delta = q{
+		       coalesce(d.tier_reads, 0) AS d_hits,
+		       coalesce(d.data_file_reads, 0) AS d_reads,
+		       coalesce(d.tier_read_time, 0) AS d_hit_ms,
+		       coalesce(d.data_file_read_time, 0) AS d_read_ms,
+		       coalesce(d.data_file_reads_not_timed, 0) AS d_untimed
+		  $from \\gset};
+	my $delta = qq{
 		SELECT s.extension_page_reads - :s_hits, s.data_file_reads - :s_reads,
-		       d.tier_reads - :d_hits, d.data_file_reads - :d_reads,
-		       d.tier_read_time - :d_hit_ms, d.data_file_read_time - :d_read_ms,
-		       d.data_file_reads_not_timed - :d_untimed
-		  FROM bpext_stats s, bpext_database_stats d
-		 WHERE d.datname = current_database();};
+		       coalesce(d.tier_reads, 0) - :d_hits,
+		       coalesce(d.data_file_reads, 0) - :d_reads,
+		       coalesce(d.tier_read_time, 0) - :d_hit_ms,
+		       coalesce(d.data_file_read_time, 0) - :d_read_ms,
+		       coalesce(d.data_file_reads_not_timed, 0) - :d_untimed
+		  $from;};
 	my $out = $node->safe_psql('postgres', qq{
 		$settings
 		\\o /dev/null
