@@ -679,6 +679,8 @@ worker_start(QueryDesc *queryDesc)
 {
 	PGPROC	   *leader = MyProc != NULL ? MyProc->lockGroupLeader : NULL;
 	LeaderSlot *slot;
+	Publication publications[PUBLICATIONS_PER_LEADER];
+	bool		any = false;
 	uint32		identity;
 	dsm_handle	handle = DSM_HANDLE_INVALID;
 	dsm_segment *segment;
@@ -691,20 +693,25 @@ worker_start(QueryDesc *queryDesc)
 	worker.queryDesc = queryDesc;
 	worker.slot = slot;
 
-	identity = query_identity(queryDesc->sourceText);
 	SpinLockAcquire(&slot->mutex);
+	memcpy(publications, slot->publications, sizeof(publications));
+	SpinLockRelease(&slot->mutex);
+	for (i = 0; i < PUBLICATIONS_PER_LEADER; i++)
+		any |= publications[i].pid == leader->pid;
+	if (!any)
+		return;
+
+	identity = query_identity(queryDesc->sourceText);
 	for (i = 0; i < PUBLICATIONS_PER_LEADER; i++)
 	{
-		Publication *p = &slot->publications[i];
-
-		if (p->pid == leader->pid && p->identity == identity)
+		if (publications[i].pid == leader->pid &&
+			publications[i].identity == identity)
 		{
 			worker.claimed = true;
-			handle = p->handle;
+			handle = publications[i].handle;
 			break;
 		}
 	}
-	SpinLockRelease(&slot->mutex);
 	if (handle == DSM_HANDLE_INVALID)
 		return;
 
