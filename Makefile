@@ -7,12 +7,15 @@ OBJS = \
 	src/db_hooks.o \
 	src/descriptors.o \
 	src/evict_push.o \
+	src/explain_function.o \
+	src/explain_tier.o \
 	src/free_space.o \
 	src/interpose.o \
 	src/io_watch.o \
 	src/postmaster_io.o \
 	src/prewarm.o \
 	src/progress.o \
+	src/query_reads.o \
 	src/scan_pool.o \
 	src/settings.o \
 	src/sizing.o \
@@ -55,7 +58,7 @@ EXTRA_CLEAN = src/test_hooks.o src/test_hooks.bc
 
 EXTENSION = bpext
 DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql \
-	bpext--1.2--1.3.sql
+	bpext--1.2--1.3.sql bpext--1.3--1.4.sql
 PGFILEDESC = "bpext - SSD buffer pool extension"
 
 # The regression and isolation suites run in a temporary instance that

@@ -35,8 +35,10 @@
 
 #include "db_hooks.h"
 #include "descriptors.h"
+#include "explain_tier.h"
 #include "io_watch.h"
 #include "progress.h"
+#include "query_reads.h"
 #include "scan_pool.h"
 #include "settings.h"
 #include "sizing.h"
@@ -82,6 +84,7 @@ bpext_shmem_size(void)
 	size = add_size(size, bpext_progress_shmem_size());
 	size = add_size(size, bpext_sizing_shmem_size());
 	size = add_size(size, store_queue_shmem_size());
+	size = add_size(size, bpext_query_reads_shmem_size());
 	return size;
 }
 
@@ -130,6 +133,7 @@ bpext_shmem_startup(void)
 	bpext_progress_shmem_init(found);
 	bpext_sizing_shmem_init(found);
 	store_queue_shmem_init(found);
+	bpext_query_reads_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 
 	bpext_register_wait_events();
@@ -161,6 +165,10 @@ _PG_init(void)
 
 	bpext_install_smgr_wrappers();
 	bpext_install_db_hooks();
+	bpext_install_query_read_hooks();
+#if BPEXT_EXPLAIN_OPTIONS
+	bpext_install_explain_tier();
+#endif
 	bpext_register_worker();
 	bpext_register_scan_workers();
 

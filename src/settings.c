@@ -44,6 +44,7 @@ bool		bpext_parallel_scan = true;
 int			bpext_scan_task_buffers = 16384;
 int			bpext_log_scan_min_duration_ms = 10000;
 int			bpext_scan_task_delay_ms = 0;
+int			bpext_log_tier_reads_min_duration_ms = -1;
 
 bool		bpext_sizing = true;
 int			bpext_sizing_memory_kb = 4096;
@@ -373,6 +374,16 @@ bpext_define_settings(void)
 							NULL,
 							&bpext_log_scan_min_duration_ms,
 							10000,
+							-1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.log_tier_reads_min_duration",
+							"Log the tier hits and data-file reads of statements that take at least this long; -1 disables.",
+							"0 logs every statement.  Parallel workers' reads are included.",
+							&bpext_log_tier_reads_min_duration_ms,
+							-1,
 							-1, INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_MS,
