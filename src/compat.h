@@ -484,6 +484,82 @@ typedef char *BpextPageOut;
 #endif
 
 /*
+ * The PGPROC number of another process (a parallel worker's leader), the
+ * index of per-process shared arrays.  GetNumberFromPGProc from 17 on.
+ */
+#if PG_VERSION_NUM >= 170000
+#define BPEXT_PROC_NUMBER(proc)			((int) GetNumberFromPGProc(proc))
+#else
+#define BPEXT_PROC_NUMBER(proc)			((proc)->pgprocno)
+#endif
+
+/*
+ * Extensions can add their own EXPLAIN options, with hooks that print
+ * per plan and per node, from 18 on (RegisterExtensionExplainOption,
+ * explain_per_plan_hook, explain_per_node_hook); before that bpext offers
+ * a function instead (explain_function.c).  19 gives each option a check
+ * for the setting that sets EXPLAIN's defaults.
+ */
+#define BPEXT_EXPLAIN_OPTIONS (PG_VERSION_NUM >= 180000)
+#if PG_VERSION_NUM >= 190000
+#define bpext_register_explain_option(name, handler) \
+	RegisterExtensionExplainOption(name, handler, GUCCheckBooleanExplainOption)
+#elif PG_VERSION_NUM >= 180000
+#define bpext_register_explain_option(name, handler) \
+	RegisterExtensionExplainOption(name, handler)
+#endif
+
+/* ExecutorRun lost its execute_once argument in 18. */
+#if PG_VERSION_NUM >= 180000
+#define BPEXT_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define BPEXT_EXECUTOR_RUN_PASS		queryDesc, direction, count
+#define bpext_executor_run_once(queryDesc) \
+	ExecutorRun(queryDesc, ForwardScanDirection, 0)
+#else
+#define BPEXT_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, \
+	bool execute_once
+#define BPEXT_EXECUTOR_RUN_PASS		queryDesc, direction, count, execute_once
+#define bpext_executor_run_once(queryDesc) \
+	ExecutorRun(queryDesc, ForwardScanDirection, 0, true)
+#endif
+
+/* pg_plan_query takes the ExplainState of an EXPLAIN from 19 on. */
+#if PG_VERSION_NUM >= 190000
+#define bpext_plan_query(query, text, options) \
+	pg_plan_query(query, text, options, NULL, NULL)
+#else
+#define bpext_plan_query(query, text, options) \
+	pg_plan_query(query, text, options, NULL)
+#endif
+
+/*
+ * A plan node's buffer counts: in its Instrumentation until 18, in the
+ * general Instrumentation inside its NodeInstrumentation from 19 on.
+ */
+#if PG_VERSION_NUM >= 190000
+#define BPEXT_NODE_BUFUSAGE(instrument)	(&(instrument)->instr.bufusage)
+#else
+#define BPEXT_NODE_BUFUSAGE(instrument)	(&(instrument)->bufusage)
+#endif
+
+/*
+ * Walking a plan-state tree.  16 gave planstate_tree_walker's walker a
+ * prototype; 15's parameter has none, which a C23 compiler reads as a
+ * function of no arguments.  The cast through void (*) (void), which
+ * matches every function type, keeps -Wcast-function-type quiet.
+ */
+#if PG_VERSION_NUM >= 160000
+#define bpext_planstate_tree_walker(planstate, walker, context) \
+	planstate_tree_walker(planstate, walker, context)
+#else
+#define bpext_planstate_tree_walker(planstate, walker, context) \
+	planstate_tree_walker(planstate, \
+						  (bool (*) ()) (void (*) (void)) (walker), context)
+#endif
+
+/*
  * Fails the build unless a wrapper has exactly the type of the md.c
  * function whose slot it takes: a signature change upstream must break the
  * build, not corrupt the stack at run time.

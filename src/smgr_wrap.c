@@ -38,11 +38,12 @@
  */
 #include "postgres.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "interpose.h"
 #include "smgr_wrap.h"
+#include "stats.h"
 #include "store_queue.h"
+#include "tier_control.h"
 #include "tier_map.h"
 
 static void bpext_extend(SMgrRelation reln, ForkNumber forknum,

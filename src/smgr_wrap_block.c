@@ -29,7 +29,9 @@
 #include "portability/instr_time.h"
 
 #include "descriptors.h"
+#include "settings.h"
 #include "sizing.h"
+#include "stats.h"
 #include "store_queue.h"
 #include "tier_io.h"
 #include "tier_map.h"
@@ -63,12 +65,10 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	{
 		INSTR_TIME_SET_CURRENT(start);
 		mdread(reln, forknum, blocknum, buffer);
-		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
+		read_us = bpext_microseconds_since(start);
+		bpext_note_buffer_read(buffer, read_us);
 		if (bpext_smgr_tracks(reln))
-		{
-			bpext_stats_count_read(false);
-			BPEXT_COUNT(data_file_read_calls, 1);
-		}
+			bpext_stats_count_data_file_read(1, true, read_us);
 		return;
 	}
 
@@ -77,8 +77,6 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		bpext_note_buffer_read(buffer, read_us);
 		return;
 	}
-	bpext_stats_count_read(false);
-	BPEXT_COUNT(data_file_read_calls, 1);
 
 	if (bpext_admission == BPEXT_ADMIT_READ)
 		admit = tier_map_begin_admit(rfile, forknum, blocknum, &ticket);
@@ -100,15 +98,17 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
-		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
+		read_us = bpext_microseconds_since(start);
 		store_queue_put(rfile, forknum, blocknum, buffer, &ticket,
 						BPEXT_SOURCE_READ);
 	}
 	else
 	{
 		mdread(reln, forknum, blocknum, buffer);
-		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
+		read_us = bpext_microseconds_since(start);
 	}
+	bpext_note_buffer_read(buffer, read_us);
+	bpext_stats_count_data_file_read(1, true, read_us);
 }
 
 static void

@@ -45,7 +45,9 @@
 #include "portability/instr_time.h"
 
 #include "descriptors.h"
+#include "settings.h"
 #include "sizing.h"
+#include "stats.h"
 #include "store_queue.h"
 #include "tier_io.h"
 #include "tier_map.h"
@@ -145,15 +147,12 @@ void
 bpext_count_data_file_read(SMgrRelation reln, void **buffers,
 						   BlockNumber nblocks, bool timed, uint64 elapsed_us)
 {
-	bool		tracked = bpext_smgr_tracks(reln);
 	BlockNumber i;
 
-	if (tracked)
-		BPEXT_COUNT(data_file_read_calls, 1);
+	if (bpext_smgr_tracks(reln))
+		bpext_stats_count_data_file_read(nblocks, timed, elapsed_us);
 	for (i = 0; i < nblocks; i++)
 	{
-		if (tracked)
-			bpext_stats_count_read(false);
 		if (timed)
 			bpext_note_buffer_read(buffers[i], elapsed_us);
 		else

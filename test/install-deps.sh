@@ -22,9 +22,11 @@ if ! bpext_major_is_native "$major"; then
     exit 1
 fi
 
-# The last line: building the Debian package (test/package.sh).
+# The second line: the device that hangs (test/hung_device.sh). The last:
+# building the Debian package (test/package.sh).
 packages=(postgresql-"$major" postgresql-server-dev-"$major" bzip2
           libipc-run-perl make gcc dpkg-dev
+          fuse3 libfuse3-dev pkg-config e2fsprogs mount
           build-essential debhelper postgresql-server-dev-all)
 # 16: the registries' clients, and libpq (16.14's isolation tester links
 # it).

@@ -81,6 +81,39 @@ hook_tests_wanted() {
     done
 }
 
+# The device that hangs for real (test/hung_device.sh), set up by run_native
+# for the tests that need one, and taken down on every way out.
+hung_dir=""
+hung_device_teardown() {
+    [ -n "$hung_dir" ] || return 0
+    test/hung_device.sh teardown "$hung_dir" ||
+        echo "=== could not take down the hung device in $hung_dir" >&2
+    hung_dir=""
+}
+
+# Set the device up when this machine can (root, /dev/fuse, a loop device,
+# ext4 tools) and it proves to hang for real; the tests find it in
+# BPEXT_HUNG_DEVICE, or why there is none in BPEXT_HUNG_DEVICE_SKIP.  One
+# already in BPEXT_HUNG_DEVICE (set up by hand) is used as it is.
+hung_device_setup() {
+    local out
+    [ -z "${BPEXT_HUNG_DEVICE:-}" ] || return 0
+    [ "${BPEXT_HUNG_DEVICE_SETUP:-1}" != 0 ] || {
+        export BPEXT_HUNG_DEVICE_SKIP="BPEXT_HUNG_DEVICE_SETUP=0"
+        return 0
+    }
+    hung_dir=$(mktemp -d /tmp/bpext-hung.XXXXXX)
+    if out=$(test/hung_device.sh setup "$hung_dir" 2>&1) &&
+        out=$(test/hung_device.sh check "$hung_dir" 2>&1); then
+        echo "=== a device that hangs: $hung_dir/ssd"
+        export BPEXT_HUNG_DEVICE=$hung_dir
+    else
+        export BPEXT_HUNG_DEVICE_SKIP=${out##*$'\n'}
+        echo "=== no device that hangs (its tests skip): $BPEXT_HUNG_DEVICE_SKIP"
+        hung_device_teardown
+    fi
+}
+
 # One major on this system, in the installation of $pg_config: build in a
 # private copy (never in the tree, which other majors' builds share),
 # install, test.
@@ -115,7 +148,7 @@ run_native() {
     fi
     work=$(mktemp -d /tmp/bpext-tests.XXXXXX)
     # shellcheck disable=SC2064
-    trap "rm -rf '$work'" EXIT
+    trap "hung_device_teardown; rm -rf '$work'" EXIT
     cp -r "$src/." "$work/"
     make -C "$work" -s "${make_args[@]}" clean
     make -C "$work" -s "${make_args[@]}"
@@ -134,6 +167,7 @@ run_native() {
 
     PATH=$("$pg_config" --bindir):$PATH
     export PATH
+    hung_device_setup
     runuser -u postgres -- make -C "$work" -s "${make_args[@]}" \
         installcheck "$@" 2>&1 | tee "$work/installcheck.out" || status=$?
     [ "$status" -eq 0 ] || report_failures "$work" "$label" "$work/installcheck.out"
@@ -161,6 +195,7 @@ run_native() {
         [ "$status" -ne 0 ] || status=$hook_status
         make -C "$work" -s "${make_args[@]}" install
     fi
+    hung_device_teardown
     rm -rf "$work"
     trap - EXIT
     return "$status"

@@ -2,7 +2,7 @@
  *
  * smgrtruncate2_stub.c
  *	  An LD_PRELOAD library that only exports a function named
- *	  smgrtruncate2, for test/t/030_truncate_shape.pl.
+ *	  smgrtruncate2, for test/t/032_truncate_shape.pl.
  *
  * PostgreSQL 16.7 changed the storage manager's truncate signature and
  * added smgrtruncate2 with it.  bpext tells a 16 server's signature from

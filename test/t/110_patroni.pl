@@ -355,8 +355,9 @@ sub prewarm_tier
 # serves the first reads.  A standby's start replays the WAL from its last
 # restartpoint, and replay writes every page that has a full-page image
 # there again, which takes the page out of the saved map; a checkpoint on
-# the leader and a restartpoint on the replica before the restart (what the
-# README recommends for a planned restart) leave nothing to replay.
+# the leader and a restartpoint on the replica before the restart (what
+# doc/warm-restart.md recommends for a planned restart) leave nothing to
+# replay.
 my ($restarted) = replicas_of($leader);
 my $prewarmed = prewarm_tier('replica restart', $restarted);
 $leader->safe_psql('postgres', 'CHECKPOINT');
