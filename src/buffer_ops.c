@@ -100,7 +100,7 @@ drop_clean_buffer(int i)
 		LWLockRelease(partition_lock);
 		return false;
 	}
-	CLEAR_BUFFERTAG(desc->tag);
+	bpext_clear_buffer_tag(desc->tag);
 	state &= ~(BUF_FLAG_MASK | BUF_USAGECOUNT_MASK);
 	UnlockBufHdr(desc, state);
 	BufTableDelete(&tag, hash);

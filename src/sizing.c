@@ -634,8 +634,7 @@ bpext_sizing_sweep_shared_buffers(void)
 		next_buffer = (next_buffer + 1) % NBuffers;
 		state = LockBufHdr(desc);
 		valid = (state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID);
-		if (valid)
-			tag = desc->tag;
+		tag = desc->tag;
 		bpext_unlock_buf_hdr(desc, state);
 		if (!valid)
 			continue;

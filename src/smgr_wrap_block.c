@@ -2,7 +2,7 @@
  *
  * smgr_wrap_block.c
  *	  The read and write wrappers of storage managers that move one block
- *	  per call (PostgreSQL 15: smgr_read, smgr_write).
+ *	  per call (PostgreSQL 15 and 16: smgr_read, smgr_write).
  *
  *	read		look the page up in the tier; on a hit serve it, else call
  *				mdread (and, with bpext.admission = read, queue what md
@@ -37,9 +37,10 @@
 #include "tier_map.h"
 
 static void bpext_read(SMgrRelation reln, ForkNumber forknum,
-					   BlockNumber blocknum, char *buffer);
+					   BlockNumber blocknum, BpextPageOut buffer);
 static void bpext_write(SMgrRelation reln, ForkNumber forknum,
-						BlockNumber blocknum, char *buffer, bool skipFsync);
+						BlockNumber blocknum, BpextPageIn buffer,
+						bool skipFsync);
 
 BPEXT_ASSERT_WRAPS(bpext_read, mdread);
 BPEXT_ASSERT_WRAPS(bpext_write, mdwrite);
@@ -51,7 +52,7 @@ BPEXT_ASSERT_WRAPS(bpext_write, mdwrite);
  */
 static void
 bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
-		   char *buffer)
+		   BpextPageOut buffer)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	TierAdmitTicket ticket;
@@ -112,7 +113,7 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 
 static void
 bpext_write(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
-			char *buffer, bool skipFsync)
+			BpextPageIn buffer, bool skipFsync)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	char	   *image;

@@ -57,6 +57,7 @@ use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(
+  bpext_needs_contrib
   bpext_init_node
   bpext_init_standby
   bpext_setup
@@ -114,6 +115,35 @@ our %STATE = (
 =pod
 
 =over
+
+=item bpext_needs_contrib(module, ...)
+
+Skip the whole test unless the PostgreSQL installation under test (the
+pg_config first in PATH) has these contrib modules: pgserver's 16.2 has
+none (test/pg_major.sh).  Call it before the test reports anything.
+
+=cut
+
+sub bpext_needs_contrib
+{
+	my @missing = grep { !_has_extension($_) } @_;
+	plan skip_all => 'needs the contrib module' . (@missing > 1 ? 's ' : ' ')
+	  . join(', ', @missing)
+	  . ', which this PostgreSQL installation does not have'
+	  if @missing;
+	return;
+}
+
+# Whether the installation has the extension's control file.
+sub _has_extension
+{
+	my ($name) = @_;
+	my $sharedir = `pg_config --sharedir`;
+	chomp $sharedir;
+	return -f "$sharedir/extension/$name.control";
+}
+
+=pod
 
 =item bpext_init_node(name, %opts)
 
@@ -205,9 +235,10 @@ sub bpext_init_standby
 
 =item bpext_setup(node, %opts)
 
-On a started node: CREATE EXTENSION bpext and pg_prewarm in postgres, the
-helper functions, the eviction table, and (unless wait => 0) wait for the
-tier to be enabled.
+On a started node: CREATE EXTENSION bpext and pg_prewarm (where the
+installation has it: tests that use it say so with bpext_needs_contrib) in
+postgres, the helper functions, the eviction table, and (unless wait => 0)
+wait for the tier to be enabled.
 
 =cut
 
@@ -215,8 +246,8 @@ sub bpext_setup
 {
 	my ($node, %opts) = @_;
 
-	$node->safe_psql('postgres',
-		'CREATE EXTENSION bpext; CREATE EXTENSION pg_prewarm;');
+	$node->safe_psql('postgres', 'CREATE EXTENSION bpext;'
+		  . (_has_extension('pg_prewarm') ? ' CREATE EXTENSION pg_prewarm;' : ''));
 	bpext_create_helpers($node, 'postgres');
 
 	# Twice the default shared_buffers; see bpext_evict_shared_buffers.

@@ -26,6 +26,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 8000;    # 164 pages: a sequential scan reads it in shared buffers
 
 my $primary = bpext_init_node('primary', checksums => 1,

@@ -53,6 +53,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 
+bpext_needs_contrib('pg_prewarm', 'amcheck');
 my $dev = bpext_hung_device();
 
 my $io_timeout = 1;

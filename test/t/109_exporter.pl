@@ -23,6 +23,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $exporter = $ENV{BPEXT_EXPORTER}
   // '/var/tmp/bpext-exporter/usr/bin/prometheus-postgres-exporter';
 plan skip_all => "no postgres_exporter at $exporter (test/install-deps.sh unpacks it)"

@@ -32,6 +32,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 
+bpext_needs_contrib('pg_prewarm', 'amcheck');
+
 my $why = BpextPatroni::unavailable();
 plan skip_all => $why if $why;
 note('with ' . BpextPatroni::versions());
