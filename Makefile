@@ -91,8 +91,9 @@ ifdef VPATH
 $(shell mkdir -p src)
 endif
 
-# After the include: Makefile.global resets PROVE_FLAGS.
-PROVE_FLAGS = -I $(srcdir)/test/perl
+# After the include: Makefile.global resets PROVE_FLAGS.  BPEXT_PROVE_FLAGS
+# adds to it (test/run-tests.sh: --timer).
+PROVE_FLAGS = -I $(srcdir)/test/perl $(BPEXT_PROVE_FLAGS)
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
 .PHONY: bench bench-scan bench-instructions bench-scale

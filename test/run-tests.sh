@@ -58,7 +58,7 @@ report_failures() {
                 "$f" | head -n 40
         else
             # It died before it logged anything (a Perl compilation error).
-            grep -B 8 -A 2 "^$name\.pl \.\. *\$" "$out" | head -n 40
+            grep -B 8 -A 2 "$name\.pl \.\. *\$" "$out" | head -n 40
         fi
     done
     return 0
@@ -168,8 +168,9 @@ run_native() {
     PATH=$("$pg_config" --bindir):$PATH
     export PATH
     hung_device_setup
+    # --timer: each TAP file's time in the log, for keeping CI's time in hand.
     runuser -u postgres -- make -C "$work" -s "${make_args[@]}" \
-        installcheck "$@" 2>&1 | tee "$work/installcheck.out" || status=$?
+        installcheck BPEXT_PROVE_FLAGS=--timer "$@" 2>&1 | tee "$work/installcheck.out" || status=$?
     [ "$status" -eq 0 ] || report_failures "$work" "$label" "$work/installcheck.out"
 
     # The tests that need the test-hook build (they skip on the release
