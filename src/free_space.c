@@ -47,10 +47,11 @@
 
 #include "miscadmin.h"
 
-#include "bpext.h"
 #include "free_space.h"
 #include "helper_io.h"
+#include "settings.h"
 #include "test_hooks.h"
+#include "worker.h"
 
 #define MB(bytes)			((unsigned long long) ((bytes) >> 20))
 #define MB_ROUNDED_UP(bytes) ((unsigned long long) (((bytes) + (1 << 20) - 1) >> 20))

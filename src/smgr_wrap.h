@@ -15,9 +15,10 @@
 
 #include "miscadmin.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "interpose.h"
+#include "settings.h"
+#include "tier_control.h"
 
 extern void bpext_install_smgr_wrappers(void);
 

@@ -125,7 +125,9 @@
 #include "storage/fd.h"
 
 #include "descriptors.h"
+#include "settings.h"
 #include "sizing.h"
+#include "stats.h"
 #include "tier_io.h"
 #include "tier_map.h"
 

@@ -81,10 +81,12 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "io_watch.h"
+#include "settings.h"
+#include "stats.h"
 #include "store_queue.h"
+#include "tier_control.h"
 #include "tier_io.h"
 #include "wait_events.h"
 

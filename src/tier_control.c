@@ -60,11 +60,12 @@
 #include "storage/proc.h"
 #include "utils/timestamp.h"
 
-#include "bpext.h"
 #include "free_space.h"
 #include "helper_io.h"
 #include "progress.h"
+#include "settings.h"
 #include "slot_directory.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_readers.h"
@@ -83,6 +84,9 @@
 
 /* The most tier files helpers the worker gave up on may still write to. */
 #define MAX_BUSY_FILES				16
+
+/* The control block in shared memory (tier_control.h), set up by bpext.c. */
+BpextControl *BpextCtl = NULL;
 
 /* The worker's hold on the file while the tier is enabled. */
 static int	worker_fd = -1;

@@ -65,8 +65,9 @@
 #include "storage/pg_shmem.h"
 #include "storage/pmsignal.h"
 
-#include "bpext.h"
 #include "helper_io.h"
+#include "settings.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_writer.h"
 #include "worker_children.h"
