@@ -12,7 +12,7 @@ OBJS = \
 	src/free_space.o \
 	src/interpose.o \
 	src/io_watch.o \
-	src/postmaster_io.o \
+	src/helper_io.o \
 	src/prewarm.o \
 	src/progress.o \
 	src/query_reads.o \

@@ -121,6 +121,7 @@ bpext_shmem_startup(void)
 		BpextCtl->control_lock =
 			&GetNamedLWLockTranche("bpext")[tier_map_lwlock_count()].lock;
 		BpextCtl->max_slots = startup_max_slots;
+		BpextCtl->worker_tier_fd = -1;
 		BpextCtl->applied_size_mb = -1;
 	}
 	tier_map_shmem_init(startup_max_slots, found);

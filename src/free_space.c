@@ -21,9 +21,16 @@
  * or grows the file (tier_control.c), because free space changes in
  * between and because a reload or a server start has no caller to refuse.
  *
- * Nothing here raises an error or allocates: a file system that cannot be
- * examined is let through, and opening or growing the file then reports
- * whatever is wrong with it.
+ * Looking at the tier's file system (lstat, statvfs) can sleep on its
+ * device when that device hangs (a directory block not in the kernel's
+ * cache, a quota), so neither a backend nor the worker does it itself:
+ * bpext_space_check runs the check in a helper process and waits for it
+ * at most bpext.io_timeout (helper_io.c); the worker's enable does it in
+ * the helper that opens the file (tier_control.c).
+ *
+ * Nothing here raises an error: a file system that cannot be examined is
+ * let through, and opening or growing the file then reports whatever is
+ * wrong with it.
  *
  * Locking: none; this only reads the file systems and the settings.
  *
@@ -41,8 +48,10 @@
 #include "miscadmin.h"
 
 #include "free_space.h"
+#include "helper_io.h"
 #include "settings.h"
 #include "test_hooks.h"
+#include "worker.h"
 
 #define MB(bytes)			((unsigned long long) ((bytes) >> 20))
 #define MB_ROUNDED_UP(bytes) ((unsigned long long) (((bytes) + (1 << 20) - 1) >> 20))
@@ -148,6 +157,79 @@ bpext_space_allows(const char *path, int fd, uint64 new_size,
 		return true;
 	return check->fs_free >= check->growth &&
 		check->fs_free - check->growth >= check->reserve;
+}
+
+/* What the helper checks, and its answer. */
+typedef struct SpaceJob
+{
+	char		path[MAXPGPATH];
+	int			fd;
+	uint64		new_size;
+} SpaceJob;
+
+typedef struct SpaceAnswer
+{
+	bool		allowed;
+	BpextSpaceCheck check;
+} SpaceAnswer;
+
+static void
+check_in_helper(void *arg)
+{
+	SpaceJob   *job = (SpaceJob *) arg;
+	SpaceAnswer answer;
+
+	memset(&answer, 0, sizeof(answer));
+	answer.allowed = bpext_space_allows(job->path, job->fd, job->new_size,
+										&answer.check);
+	helper_io_send(&answer, sizeof(answer));
+}
+
+/*
+ * bpext_space_allows, in a helper process that the caller waits for at
+ * most bpext.io_timeout (as long as it takes if that is 0, but never past
+ * an interrupt, which is then served).  fd, if not -1, is a descriptor of
+ * the caller's that the helper keeps (the worker's hold on the file).
+ * *answered is false, with the reason in why, if the helper did not
+ * answer; the result is then true (nothing was refused).
+ */
+bool
+bpext_space_check(const char *path, int fd, uint64 new_size,
+				  BpextSpaceCheck *check, bool *answered, char *why,
+				  size_t whylen)
+{
+	SpaceJob	job;
+	HelperIoRun run;
+	SpaceAnswer *answer = NULL;
+	size_t		answerlen;
+	bool		allowed = true;
+	HelperIoFailure failure;
+
+	memset(&job, 0, sizeof(job));
+	strlcpy(job.path, path, sizeof(job.path));
+	job.fd = fd;
+	job.new_size = new_size;
+	memset(&run, 0, sizeof(run));
+	run.title = "bpext free space helper";
+	run.work = check_in_helper;
+	run.arg = &job;
+	run.keep = &job.fd;
+	run.nkeep = fd >= 0 ? 1 : 0;
+	run.timeout_ms = bpext_io_timeout_ms;
+	run.worker_child = bpext_is_tier_worker();
+	memset(check, 0, sizeof(*check));
+	failure = helper_io_run(&run, (char **) &answer, &answerlen, NULL, why,
+							whylen);
+	*answered = failure == HELPER_IO_OK && answerlen == sizeof(SpaceAnswer);
+	if (*answered)
+	{
+		allowed = answer->allowed;
+		*check = answer->check;
+	}
+	else if (failure == HELPER_IO_OK)
+		strlcpy(why, "the free space check ended without an answer", whylen);
+	free(answer);
+	return allowed;
 }
 
 /* One line for the message and for last_error. */

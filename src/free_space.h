@@ -27,6 +27,9 @@ typedef struct BpextSpaceCheck
 
 extern bool bpext_space_allows(const char *path, int fd, uint64 new_size,
 							   BpextSpaceCheck *check);
+extern bool bpext_space_check(const char *path, int fd, uint64 new_size,
+							  BpextSpaceCheck *check, bool *answered,
+							  char *why, size_t whylen);
 extern void bpext_space_reason(const BpextSpaceCheck *check, char *buf,
 							   size_t buflen);
 extern int	bpext_space_errdetail(const BpextSpaceCheck *check);

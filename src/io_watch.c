@@ -178,7 +178,7 @@ bpext_io_watch_check_at(uint64 now)
 				 s->writing ? "write" : "read", s->pid,
 				 (unsigned long long) ((now - started) / 1000),
 				 bpext_io_timeout_ms);
-		bpext_tier_fail(what, 0);
+		bpext_tier_fail_hung(what);
 		return false;
 	}
 	return true;

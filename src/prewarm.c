@@ -9,10 +9,17 @@
  * one pread from its segment file (a run never straddles two segments).
  * Every block of a run that is not in the tier yet gets its admission
  * ticket before the read, so that a write racing with the read makes the
- * copy fail to publish (tier_map.c); pages are written to the tier in
- * batches.  The backend holds AccessShareLock on the relation for the
- * whole scan, so its files stay where they are while the workers read
- * them.
+ * copy fail to publish (tier_map.c).  The backend holds AccessShareLock on
+ * the relation for the whole scan, so its files stay where they are while
+ * the workers read them.
+ *
+ * Neither the backend nor the scan workers write the tier: a write to a
+ * device that hangs would leave them in the kernel, where no cancel
+ * reaches them, holding that lock (on a hot standby, one that replay may
+ * need).  They hand their pages to the bpext worker through the store
+ * queue, waiting on their latch for room (store_queue_put_wait), and the
+ * backend then waits, the same way, for the worker to have stored them:
+ * what it returns is what the worker published for it.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -46,6 +53,7 @@
 #include "settings.h"
 #include "sql_api.h"
 #include "stats.h"
+#include "store_queue.h"
 #include "tier_control.h"
 #include "tier_io.h"
 #include "tier_map.h"
@@ -101,12 +109,28 @@ open_segment(const BpextScanArgs *args, BlockNumber segno)
 	return segment_fd;
 }
 
+/*
+ * Hand the batch's pages to the worker, waiting for room; once the tier is
+ * off, the rest are given up.
+ */
 static void
 flush_batch(BpextScan *scan)
 {
-	int			published = tier_batch_flush(batch);
+	const BpextScanArgs *args = bpext_scan_args(scan);
+	int			queued = 0;
+	int			i;
 
-	bpext_scan_count(scan, published, 0);
+	Assert(batch->pending == 0);
+	for (i = 0; i < batch->npages; i++)
+	{
+		if (!store_queue_put_wait(&args->rfile, args->fork,
+								  batch->tickets[i].block, batch->pages[i],
+								  &batch->tickets[i], args->tracker))
+			break;
+		queued++;
+	}
+	tier_batch_abandon(batch);	/* the tickets not handed over */
+	bpext_scan_count(scan, queued, 0);
 }
 
 /* A unit of bpext_prewarm: one run of blocks. */
@@ -197,7 +221,7 @@ bpext_prewarm_end_task(BpextScan *scan, bool completed)
  * bpext_prewarm(regclass, fork text) returns bigint
  *
  * Pages already in the tier are skipped; returns the number of pages
- * loaded.
+ * loaded (published by the worker).
  */
 Datum
 bpext_prewarm(PG_FUNCTION_ARGS)
@@ -210,6 +234,8 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 	AclResult	aclresult;
 	BpextScanSpec spec;
 	BpextScanResult result;
+	int32		tracker;
+	uint64		published_before;
 
 	bpext_require_preloaded();
 
@@ -265,9 +291,14 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 	}
 
+	/* Pages an earlier, cancelled prewarm left queued count for it. */
+	tracker = store_queue_my_tracker();
+	published_before = store_queue_wait_tracker(tracker);
+
 	memset(&spec, 0, sizeof(spec));
 	spec.record_if_idle = true;
 	spec.op = BPEXT_SCAN_PREWARM;
+	spec.args.tracker = tracker;
 	spec.args.dbid = MyDatabaseId;
 	spec.args.rfile = BPEXT_SMGR_RELFILE(RelationGetSmgr(rel));
 	spec.args.fork = fork;
@@ -281,6 +312,7 @@ bpext_prewarm(PG_FUNCTION_ARGS)
 	bpext_progress_begin(BPEXT_PROGRESS_PREWARM, spec.total_buffers);
 	bpext_progress_set_target(MyDatabaseId, relid, NULL);
 	bpext_scan_run(&spec, &result);
+	result.scanned = store_queue_wait_tracker(tracker) - published_before;
 	bpext_progress_end();
 
 	relation_close(rel, AccessShareLock);

@@ -42,6 +42,7 @@ typedef struct BpextScanArgs
 	BpextRelFile rfile;			/* prewarm: the relation fork */
 	ForkNumber	fork;
 	BlockNumber nblocks;
+	int32		tracker;		/* prewarm: the leader's store tracker */
 	uint32		first_slot;		/* shrink: the slots taken away; */
 	uint32		end_slot;		/* descriptors, summary: end_slot only,
 								 * the tier's size in slots */

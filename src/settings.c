@@ -33,6 +33,7 @@ bool		bpext_direct_io = false;
 int			bpext_push_interval_ms = 10;
 int			bpext_push_lookahead = 0;
 int			bpext_io_timeout_ms = 5000;
+int			bpext_recovery_interval_ms = 10000;
 int			bpext_tier_readers = 4;
 bool		bpext_log_events = false;
 bool		bpext_warm_restart = true;
@@ -274,7 +275,7 @@ bpext_define_settings(void)
 	 */
 	DefineCustomIntVariable("bpext.store_queue_pages",
 							"Pages that data-file writes and reads can queue for the tier worker to store.",
-							"Dual writes and read admission copy the page into this shared queue instead of writing the tier themselves; when it is full the page is not stored. 0 stores nothing from data-file writes and reads.",
+							"Dual writes and read admission copy the page into this shared queue instead of writing the tier themselves; when it is full the page is not stored. bpext_prewarm waits for room in it. 0 stores nothing from data-file writes and reads, nor from bpext_prewarm.",
 							&bpext_store_queue_pages,
 							256,
 							0, 65536,
@@ -307,6 +308,16 @@ bpext_define_settings(void)
 							"A hung tier device then costs the queries already waiting on it, not every later one: new misses go to the data files.",
 							&bpext_io_timeout_ms,
 							5000,
+							0, 3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.recovery_interval",
+							"How soon the bpext worker tries to enable a tier that failed again; 0 leaves it to bpext_enable() or a reload.",
+							"The wait doubles after every try that fails, up to five minutes, and starts again from this once the tier has stayed enabled for as long. Tries that fail log nothing.",
+							&bpext_recovery_interval_ms,
+							10000,
 							0, 3600 * 1000,
 							PGC_SIGHUP,
 							GUC_UNIT_MS,

@@ -35,6 +35,7 @@ extern bool bpext_direct_io;
 extern int	bpext_push_interval_ms;
 extern int	bpext_push_lookahead;
 extern int	bpext_io_timeout_ms;
+extern int	bpext_recovery_interval_ms;
 extern int	bpext_tier_readers;
 extern bool bpext_log_events;
 extern bool bpext_warm_restart;

@@ -57,7 +57,7 @@
 #include "port/pg_bitutils.h"
 #include "storage/shmem.h"
 
-#include "postmaster_io.h"
+#include "helper_io.h"
 #include "slot_directory.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -412,10 +412,11 @@ slot_directory_flush(int fd, uint32 max_chunks, uint32 *nwritten, bool *more)
 }
 
 /*
- * A warm start's load: read nchunks chunks from first_chunk into entries
- * (TIER_DIR_ENTRIES_PER_CHUNK each) and say which are valid.  Returns how
- * many chunks were read (fewer at the end of the directory), or -1 with
- * errno on a read error.
+ * A warm start's load, in the worker: read nchunks chunks from first_chunk
+ * into entries (TIER_DIR_ENTRIES_PER_CHUNK each), through its helper
+ * (tier_writer.c), and say which are valid.  Returns how many chunks were
+ * read (fewer at the end of the directory), or -1 with errno on a read
+ * error or a read that did not answer.
  */
 int
 slot_directory_read(int fd, uint32 first_chunk, uint32 nchunks,
@@ -442,8 +443,8 @@ slot_directory_read(int fd, uint32 first_chunk, uint32 nchunks,
 		ssize_t		want = (ssize_t) n * BLCKSZ;
 		uint32		i;
 
-		if (pread(fd, run_buffer, want,
-				  TIER_DIR_CHUNK_OFFSET(Dir->nslots, first_chunk + done)) != want)
+		if (tier_writer_pread(fd, run_buffer, want,
+							  TIER_DIR_CHUNK_OFFSET(Dir->nslots, first_chunk + done)) != want)
 		{
 			if (errno == 0)
 				errno = EIO;
@@ -480,7 +481,7 @@ slot_directory_note_loaded(uint32 chunk, bool valid, bool current)
 
 /*
  * At exit, in the postmaster, alone: build every dirty chunk into memory,
- * for a helper process to write (warm_restart.c, postmaster_io.c), so that
+ * for a helper process to write (warm_restart.c, helper_io.c), so that
  * the helper needs no shared memory.  NULL with errno if out of memory.
  */
 SlotDirBatch *
@@ -553,7 +554,7 @@ slot_directory_free_batch(SlotDirBatch *batch)
 
 /*
  * Write a batch, neighbours together, reporting progress after each call
- * (postmaster_io.c).  False with errno on failure.
+ * (helper_io.c).  False with errno on failure.
  */
 bool
 slot_directory_write_batch(int fd, const SlotDirBatch *batch)
@@ -576,7 +577,7 @@ slot_directory_write_batch(int fd, const SlotDirBatch *batch)
 				errno = ENOSPC;
 			return false;
 		}
-		postmaster_io_progress();
+		helper_io_progress();
 		i += n;
 	}
 	return true;

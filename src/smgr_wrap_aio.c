@@ -91,7 +91,12 @@
  * read is a synchronous read in this process (and admission = read's
  * data-file read too), which a slow or hung device can make long.  So
  * before the first of them, the reads this process has staged are
- * submitted (submit_staged_before_reading).
+ * submitted (submit_staged_before_reading).  Whether the tier is read at
+ * all is decided once, on one lookup of the first block, and the staged
+ * reads are submitted on that same decision: a read whose first block the
+ * lookup found missing goes to md (or to admission = read) even if the
+ * block was stored a moment later, so that no tier read ever follows a
+ * decision not to submit (md's own staged read keeps the batch).
  *
  * read_microsec is the time of the read that filled the buffer when this
  * process performed it (tier hits, admitted misses, and every miss under
@@ -197,17 +202,12 @@ complete_served_read(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 
 /*
  * About to read synchronously in this process (see Staged I/O above):
- * submit what is staged first, if the tier holds the first block (a read
- * that goes to md stages its own I/O, and keeps the batch) or if the read
- * is admission = read's.
+ * submit what is staged first.
  */
 static inline void
-submit_staged_before_reading(const BpextRelFile *rfile, ForkNumber forknum,
-							 BlockNumber blocknum)
+submit_staged_before_reading(void)
 {
-	if (pgaio_have_staged() &&
-		(bpext_admission == BPEXT_ADMIT_READ ||
-		 tier_map_contains(rfile, forknum, blocknum)))
+	if (pgaio_have_staged())
 		pgaio_submit_staged();
 }
 
@@ -238,30 +238,36 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (bpext_smgr_serves(reln) && completion_fd >= 0)
 	{
-		submit_staged_before_reading(rfile, forknum, blocknum);
-		while (nserved < nblocks)
+		/* One lookup decides both (see Staged I/O above). */
+		if (!tier_will_miss(rfile, forknum, blocknum))
 		{
-			uint64		read_us;
+			submit_staged_before_reading();
+			while (nserved < nblocks)
+			{
+				uint64		read_us;
 
-			if (!tier_serve_page(rfile, forknum, blocknum + nserved,
-								 buffers[nserved], &read_us))
-				break;
-			bpext_note_buffer_read(buffers[nserved], read_us);
-			nserved++;
+				if (!tier_serve_page(rfile, forknum, blocknum + nserved,
+									 buffers[nserved], &read_us))
+					break;
+				bpext_note_buffer_read(buffers[nserved], read_us);
+				nserved++;
+			}
+			if (nserved > 0)
+			{
+				complete_served_read(ioh, reln, forknum, blocknum, nblocks,
+									 nserved);
+				return;
+			}
 		}
-		if (nserved > 0)
-		{
-			complete_served_read(ioh, reln, forknum, blocknum, nblocks,
-								 nserved);
-			return;
-		}
-		/* tier_serve_page counted the first block's lookup. */
+		/* The first block's lookup is counted. */
 		if (nblocks > 1)
 			BPEXT_COUNT(lookups, nblocks - 1);
 
 		if (bpext_admission == BPEXT_ADMIT_READ)
 		{
 			BlockNumber run;
+
+			submit_staged_before_reading();
 
 			for (nserved = 0; nserved < nblocks; nserved += run)
 			{

@@ -394,7 +394,9 @@ require_size_fits(const char *size, int size_mb)
  * Refuse a size whose preallocation would leave a file system that also
  * holds the cluster's files with less than bpext.min_free_space free
  * (free_space.c), before it reaches postgresql.auto.conf.  The worker
- * checks again right before it grows the file.
+ * checks again right before it grows the file.  The check runs in a
+ * helper process that this backend waits for at most bpext.io_timeout: a
+ * file system that does not answer is said to, and refuses nothing.
  */
 static void
 require_free_space(const char *path, int size_mb)
@@ -403,13 +405,24 @@ require_free_space(const char *path, int size_mb)
 	uint64		size_bytes = (uint64) size_mb * 1024 * 1024;
 	char		reason[MAXPGPATH + 256];
 	bool		resizing;
+	bool		answered;
 
 	/* The file the worker would create or grow: slots and directory. */
 	size_bytes = size_bytes >= 2 * BLCKSZ ?
 		(uint64) TIER_FILE_BYTES(size_bytes / BLCKSZ - 1) : BLCKSZ;
-	if (path[0] == '\0' || size_mb <= 0 ||
-		bpext_space_allows(path, -1, size_bytes, &space))
+	if (path[0] == '\0' || size_mb <= 0)
 		return;
+	if (bpext_space_check(path, -1, size_bytes, &space, &answered, reason,
+						  sizeof(reason)))
+	{
+		if (!answered)
+			ereport(WARNING,
+					(errcode(ERRCODE_IO_ERROR),
+					 errmsg("bpext could not check the free space for the tier file \"%s\": %s",
+							path, reason),
+					 errdetail("The bpext worker checks it again before it creates or grows the file.")));
+		return;
+	}
 	bpext_space_reason(&space, reason, sizeof(reason));
 
 	/* The worker resizes the file it holds, or enables one at path. */
@@ -493,16 +506,22 @@ finish_state_change(BpextState state, BpextState wanted)
 	if (state != wanted)
 	{
 		char		last_error[256];
+		bool		hung;
 
 		LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
 		strlcpy(last_error, BpextCtl->last_error, sizeof(last_error));
+		hung = BpextCtl->last_error_hung;
 		LWLockRelease(BpextCtl->control_lock);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the bpext tier is in state \"%s\"",
 						bpext_state_description(state)),
 				 last_error[0] ? errdetail("Last error: %s", last_error) : 0,
-				 errhint("Check bpext.path and bpext.size and the server log.")));
+				 !hung ?
+				 errhint("Check bpext.path and bpext.size and the server log.") :
+				 bpext_recovery_interval_ms > 0 ?
+				 errhint("The device holding the tier file did not answer within bpext.io_timeout. bpext enables the tier by itself once it answers again (bpext.recovery_interval).") :
+				 errhint("The device holding the tier file did not answer within bpext.io_timeout. Run SELECT bpext_enable() once it answers again.")));
 	}
 	return cstring_to_text(bpext_state_description(state));
 }

@@ -27,7 +27,16 @@
  * When no entry is free, the page is not stored (the ticket is cancelled
  * and counted in admission_skips): the block was invalidated before and
  * after the data-file write, so the tier simply does not hold it; nobody
- * ever waits for the queue.
+ * inside an smgr call ever waits for the queue.
+ *
+ * bpext_prewarm (its leader and the scan workers that help it) stores
+ * pages the same way, so that no process a session or a standby's replay
+ * waits for ever writes the tier itself: it waits for room instead of
+ * skipping (store_queue_put_wait: on its latch, so a cancel, a recovery
+ * conflict or a termination ends the wait), and its pages carry a
+ * tracker, one per leader, in which the worker counts what it published
+ * and what is still pending, so that the leader can wait for its pages to
+ * be in the tier and say how many made it.
  *
  * Locking protocol.  Each entry has an atomic state:
  *
@@ -41,7 +50,10 @@
  *						 barrier.
  *
  * An entry's fields are written only by the process that moved it to
- * FILLING and read only by the one that moved it to TAKEN.  nready counts
+ * FILLING and read only by the one that moved it to TAKEN.  A tracker's
+ * counters are atomics: pending is raised by a producer before its entry
+ * turns READY and lowered by the worker once the page is published or
+ * given up; published only grows.  nready counts
  * READY entries so that an idle worker does not scan the queue; it is a
  * hint (it may be briefly off by the entries changing state as it is
  * read), never trusted for an entry's state.  The ticket passes from the
@@ -63,14 +75,20 @@
  */
 #include "postgres.h"
 
+#include "access/twophase.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 
+#include "compat.h"
 #include "io_watch.h"
 #include "settings.h"
 #include "stats.h"
 #include "store_queue.h"
 #include "tier_control.h"
 #include "tier_io.h"
+#include "wait_events.h"
 
 #define ENTRY_FREE		0
 #define ENTRY_FILLING	1
@@ -83,6 +101,7 @@
 typedef struct StoreEntry
 {
 	pg_atomic_uint32 state;
+	int32		tracker;		/* who waits for the page, or -1 */
 	BpextAdmitSource source;
 	BpextRelFile rfile;
 	ForkNumber	fork;
@@ -98,8 +117,16 @@ typedef struct StoreQueue
 	StoreEntry	entries[FLEXIBLE_ARRAY_MEMBER];
 } StoreQueue;
 
+/* What a prewarm leader waits for (see the file header). */
+typedef struct StoreTracker
+{
+	pg_atomic_uint32 pending;
+	pg_atomic_uint64 published;
+} StoreTracker;
+
 static StoreQueue *Queue = NULL;
 static char *QueuePages = NULL;
+static StoreTracker *Trackers = NULL;
 
 /* The worker's batches, one per admission source it sees. */
 static TierBatch *batches[BPEXT_NUM_SOURCES];
@@ -111,12 +138,20 @@ entries_size(int n)
 					mul_size(n, sizeof(StoreEntry)));
 }
 
+/* A tracker for every process that may lead a prewarm. */
+static int
+tracker_count(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
 Size
 store_queue_shmem_size(void)
 {
 	Size		size = CACHELINEALIGN(entries_size(bpext_store_queue_pages));
 
-	return add_size(size, mul_size(bpext_store_queue_pages, BLCKSZ));
+	size = add_size(size, mul_size(bpext_store_queue_pages, BLCKSZ));
+	return add_size(size, mul_size(tracker_count(), sizeof(StoreTracker)));
 }
 
 void
@@ -126,6 +161,8 @@ store_queue_shmem_init(bool found)
 							&found);
 	QueuePages = (char *) Queue +
 		CACHELINEALIGN(entries_size(bpext_store_queue_pages));
+	Trackers = (StoreTracker *) (QueuePages +
+								 (Size) bpext_store_queue_pages * BLCKSZ);
 	if (!found)
 	{
 		int			i;
@@ -135,13 +172,74 @@ store_queue_shmem_init(bool found)
 		pg_atomic_init_u32(&Queue->nready, 0);
 		for (i = 0; i < Queue->nentries; i++)
 			pg_atomic_init_u32(&Queue->entries[i].state, ENTRY_FREE);
+		for (i = 0; i < tracker_count(); i++)
+		{
+			pg_atomic_init_u32(&Trackers[i].pending, 0);
+			pg_atomic_init_u64(&Trackers[i].published, 0);
+		}
 	}
+}
+
+/* The worker: a page of tracker's was published, or given up. */
+static void
+tracker_done(int32 tracker, bool published)
+{
+	if (tracker < 0 || tracker >= tracker_count())
+		return;
+	if (published)
+		pg_atomic_fetch_add_u64(&Trackers[tracker].published, 1);
+	pg_atomic_fetch_sub_u32(&Trackers[tracker].pending, 1);
 }
 
 static inline char *
 entry_page(int i)
 {
 	return QueuePages + (Size) i * BLCKSZ;
+}
+
+/* Take a free entry, in FILLING; NULL if none is free. */
+static StoreEntry *
+claim_entry(int *index)
+{
+	uint32		start = pg_atomic_fetch_add_u32(&Queue->next_claim, 1);
+	int			n;
+
+	for (n = 0; n < Queue->nentries; n++)
+	{
+		uint32		expected = ENTRY_FREE;
+		int			i = (start + n) % Queue->nentries;
+
+		if (pg_atomic_read_u32(&Queue->entries[i].state) == ENTRY_FREE &&
+			pg_atomic_compare_exchange_u32(&Queue->entries[i].state,
+										   &expected, ENTRY_FILLING))
+		{
+			*index = i;
+			return &Queue->entries[i];
+		}
+	}
+	return NULL;
+}
+
+/* Fill entry i, taking over the ticket, and hand it to the worker. */
+static void
+fill_entry(StoreEntry *e, int i, const BpextRelFile *rfile, ForkNumber fork,
+		   BlockNumber block, const char *page, TierAdmitTicket *ticket,
+		   BpextAdmitSource source, int32 tracker)
+{
+	e->tracker = tracker;
+	e->source = source;
+	e->rfile = *rfile;
+	e->fork = fork;
+	e->block = block;
+	e->ticket = *ticket;
+	ticket->rel = TIER_INVALID_INDEX;	/* it is the entry's now */
+	memcpy(entry_page(i), page, BLCKSZ);
+	if (tracker >= 0)
+		pg_atomic_fetch_add_u32(&Trackers[tracker].pending, 1);
+	pg_write_barrier();
+	pg_atomic_write_u32(&e->state, ENTRY_READY);
+	pg_atomic_fetch_add_u32(&Queue->nready, 1);
+	bpext_wake_worker();
 }
 
 /*
@@ -154,9 +252,7 @@ store_queue_put(const BpextRelFile *rfile, ForkNumber fork,
 				BlockNumber block, const char *page, TierAdmitTicket *ticket,
 				BpextAdmitSource source)
 {
-	StoreEntry *e = NULL;
-	uint32		start;
-	int			n;
+	StoreEntry *e;
 	int			i = 0;
 
 	if (Queue == NULL || Queue->nentries == 0 || !bpext_tier_enabled() ||
@@ -166,20 +262,7 @@ store_queue_put(const BpextRelFile *rfile, ForkNumber fork,
 		return;
 	}
 
-	start = pg_atomic_fetch_add_u32(&Queue->next_claim, 1);
-	for (n = 0; n < Queue->nentries; n++)
-	{
-		uint32		expected = ENTRY_FREE;
-
-		i = (start + n) % Queue->nentries;
-		if (pg_atomic_read_u32(&Queue->entries[i].state) == ENTRY_FREE &&
-			pg_atomic_compare_exchange_u32(&Queue->entries[i].state,
-										   &expected, ENTRY_FILLING))
-		{
-			e = &Queue->entries[i];
-			break;
-		}
-	}
+	e = claim_entry(&i);
 	if (e == NULL)
 	{
 		/* Full: invalidate rather than wait (the caller already did). */
@@ -187,18 +270,78 @@ store_queue_put(const BpextRelFile *rfile, ForkNumber fork,
 		BPEXT_COUNT(admission_skips, 1);
 		return;
 	}
+	fill_entry(e, i, rfile, fork, block, page, ticket, source, -1);
+}
 
-	e->source = source;
-	e->rfile = *rfile;
-	e->fork = fork;
-	e->block = block;
-	e->ticket = *ticket;
-	ticket->rel = TIER_INVALID_INDEX;	/* it is the entry's now */
-	memcpy(entry_page(i), page, BLCKSZ);
-	pg_write_barrier();
-	pg_atomic_write_u32(&e->state, ENTRY_READY);
-	pg_atomic_fetch_add_u32(&Queue->nready, 1);
-	bpext_wake_worker();
+/*
+ * This process's tracker, for a prewarm it leads (and the scan workers
+ * that help it).
+ */
+int32
+store_queue_my_tracker(void)
+{
+	int32		tracker = BPEXT_MY_PROC_NUMBER();
+
+	return Trackers != NULL && tracker >= 0 && tracker < tracker_count() ?
+		tracker : -1;
+}
+
+/*
+ * bpext_prewarm: queue page under ticket (consumed either way) for
+ * tracker, waiting on the latch for a free entry while the tier stays
+ * enabled.  False if the tier is not (the page is not stored).  An
+ * interrupt is served while waiting: the caller still holds the ticket
+ * then, and gives it back with its batch.
+ */
+bool
+store_queue_put_wait(const BpextRelFile *rfile, ForkNumber fork,
+					 BlockNumber block, const char *page,
+					 TierAdmitTicket *ticket, int32 tracker)
+{
+	StoreEntry *e;
+	int			i = 0;
+
+	for (;;)
+	{
+		if (Queue == NULL || Queue->nentries == 0 || !bpext_tier_enabled())
+		{
+			tier_map_cancel_admit(ticket);
+			return false;
+		}
+		if ((e = claim_entry(&i)) != NULL)
+			break;
+		bpext_wake_worker();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, BPEXT_WAIT_EVENT(BPEXT_WAIT_STORE_QUEUE));
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	fill_entry(e, i, rfile, fork, block, page, ticket, BPEXT_SOURCE_PREWARM,
+			   tracker);
+	return true;
+}
+
+/*
+ * A prewarm leader: wait on the latch until the worker has published or
+ * given up every page queued for tracker (also those of an earlier
+ * prewarm of this process that was cancelled), and return how many it
+ * has published so far, ever.  An interrupt is served while waiting.
+ */
+uint64
+store_queue_wait_tracker(int32 tracker)
+{
+	if (tracker < 0)
+		return 0;
+	while (pg_atomic_read_u32(&Trackers[tracker].pending) != 0)
+	{
+		bpext_wake_worker();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, BPEXT_WAIT_EVENT(BPEXT_WAIT_STORE_QUEUE));
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	pg_read_barrier();
+	return pg_atomic_read_u64(&Trackers[tracker].published);
 }
 
 /* The worker: the batch for pages from source, made on first use. */
@@ -206,7 +349,10 @@ static TierBatch *
 batch_for(BpextAdmitSource source)
 {
 	if (batches[source] == NULL)
+	{
 		batches[source] = tier_batch_create(STORE_BATCH_PAGES, source);
+		batches[source]->done = tracker_done;
+	}
 	return batches[source];
 }
 
@@ -252,12 +398,15 @@ store_queue_drain(void)
 
 			if (batch->npages == batch->capacity)
 				(void) tier_batch_flush(batch);
-			copy = tier_batch_adopt(batch, &e->ticket);
+			copy = tier_batch_adopt(batch, &e->ticket, e->tracker);
 			memcpy(copy, entry_page(i), BLCKSZ);
 			tier_batch_add(batch, &e->rfile, e->fork, e->block);
 		}
 		else
+		{
 			tier_map_cancel_admit(&e->ticket);
+			tracker_done(e->tracker, false);
+		}
 
 		pg_memory_barrier();
 		pg_atomic_write_u32(&e->state, ENTRY_FREE);
@@ -296,6 +445,7 @@ store_queue_recover(void)
 		if (pg_atomic_read_u32(&e->state) != ENTRY_TAKEN)
 			continue;
 		tier_map_cancel_admit(&e->ticket);
+		tracker_done(e->tracker, false);
 		pg_memory_barrier();
 		pg_atomic_write_u32(&e->state, ENTRY_FREE);
 	}

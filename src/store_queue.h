@@ -23,6 +23,13 @@ extern void store_queue_put(const BpextRelFile *rfile, ForkNumber fork,
 							BlockNumber block, const char *page,
 							TierAdmitTicket *ticket, BpextAdmitSource source);
 
+/* bpext_prewarm: waits for room, and for its pages to be stored. */
+extern int32 store_queue_my_tracker(void);
+extern bool store_queue_put_wait(const BpextRelFile *rfile, ForkNumber fork,
+								 BlockNumber block, const char *page,
+								 TierAdmitTicket *ticket, int32 tracker);
+extern uint64 store_queue_wait_tracker(int32 tracker);
+
 /* The consumer (the bpext worker). */
 extern bool store_queue_drain(void);
 extern void store_queue_abandon(void);

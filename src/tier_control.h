@@ -64,6 +64,7 @@ typedef struct BpextControl
 	uint64		size_bytes;		/* its size, header included */
 	char		last_error[256];
 	TimestampTz last_error_time;
+	bool		last_error_hung;	/* a device that did not answer */
 	TimestampTz config_applied_at;	/* the worker's last reconfiguration */
 	pg_atomic_uint64 worker_progress_at;	/* the last time the worker
 											 * reported progress
@@ -72,6 +73,8 @@ typedef struct BpextControl
 	char		applied_path[MAXPGPATH];	/* bpext.path it acted on */
 	Latch	   *worker_latch;	/* set to wake the worker, or NULL */
 	int			worker_pid;
+	int			worker_tier_fd; /* the worker's descriptor of the file,
+								 * or -1: others open it through /proc */
 
 	/* Slot capacity fixed at server start (bpext.max_size). */
 	uint32		max_slots;
@@ -102,7 +105,10 @@ bpext_tier_enabled(void)
 /* The state machine. */
 extern void bpext_apply_configuration(void);
 extern void bpext_tier_fail(const char *what, int save_errno);
+extern void bpext_tier_fail_hung(const char *what);
 extern void bpext_tier_check_file(void);
+extern void bpext_tier_recover(void);
+extern int	bpext_tier_worker_fd(uint32 *incarnation);
 extern const char *bpext_state_description(BpextState state);
 extern void bpext_wake_worker(void);
 extern bool bpext_tier_warm_load_step(void);

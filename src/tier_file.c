@@ -8,7 +8,9 @@
  * every server start and whenever the tier is re-enabled.  What matters is
  * that bpext never damages a file that is not its own and never uses one
  * that another cluster is using.  So the bpext worker, the only process
- * that creates, resizes or validates it:
+ * that creates, resizes or validates it (always through a helper process,
+ * helper_io.c and tier_writer.c, never with a call of its own: see
+ * doc/hung-device.md):
  *
  *	- creates it with O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600;
  *	- opens an existing one only if it is a regular file (not a symbolic
@@ -22,10 +24,19 @@
  *	- writes the header with the slot count, then preallocates the slots
  *	  and the slot directory that follows them (slot_directory.c).
  *
- * Every other process opens the file by path on first use, and again
- * whenever BpextCtl->file_incarnation says the worker has (re)opened it.
- * Page I/O uses O_DIRECT when bpext.direct_io is on and the file system
- * allows it; writes go through an aligned bounce buffer when the caller's
+ * The worker holds the file through a read-only descriptor that carries
+ * the flock, which a helper opened and handed over (tier_control.c); its
+ * helpers open descriptions of their own.  Every other process only reads
+ * the file: it opens it read-only and without access-time updates
+ * (O_NOATIME: an atime update is a journal transaction, which a hung device
+ * never lets finish), on first use and again whenever
+ * BpextCtl->file_incarnation says the worker has taken another file.  It
+ * opens it through the worker's own descriptor (/proc/PID/fd/N), which
+ * resolves no path on the tier's file system at all, and by path only if
+ * that fails; and the release of a read-only description takes no lock of
+ * the file system's.  Page I/O uses O_DIRECT
+ * when bpext.direct_io is on and the file system allows it; writes (the
+ * worker's helper) go through an aligned bounce buffer when the caller's
  * buffer is not aligned (PostgreSQL 15's shared buffers are only
  * cache-line aligned), and reads never wait for the device in the caller
  * (tier_file_read_page, tier_readers.c).
@@ -43,13 +54,16 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
+#include "helper_io.h"
 #include "settings.h"
 #include "test_hooks.h"
 #include "tier_control.h"
@@ -57,9 +71,19 @@
 #include "tier_readers.h"
 #include "tier_writer.h"
 
+/* cachestat(2), Linux 6.5; the same number on every architecture. */
+#ifndef SYS_cachestat
+#define SYS_CACHESTAT		451
+#else
+#define SYS_CACHESTAT		SYS_cachestat
+#endif
+
 #define TIER_MAGIC			"BPEXTIER"
 #define TIER_FORMAT_VERSION	1
 #define TIER_MAX_IOV		64
+
+/* Preallocation goes in pieces, each a sign of life (helper_io.c). */
+#define ALLOCATE_PIECE		((off_t) 1024 * 1024 * 1024)
 
 typedef struct TierFileHeader
 {
@@ -72,10 +96,15 @@ typedef struct TierFileHeader
 	pg_crc32c	crc;			/* of the fields above */
 } TierFileHeader;
 
-/* This process's descriptor for the tier file. */
+/*
+ * This process's descriptor for the tier file.  In the bpext worker, the
+ * one it holds (tier_file_set_worker_fd), which this file never opens or
+ * closes there.
+ */
 static int	local_fd = -1;
 static uint32 local_incarnation = 0;
 static bool local_direct = false;
+static bool in_worker = false;
 
 /* An aligned page for O_DIRECT bounces; static so it is never allocated
  * inside an smgr call. */
@@ -87,7 +116,7 @@ static union
 
 /*
  * The cluster's system identifier, which tier file headers carry.  Cached,
- * because the postmaster's helper process (postmaster_io.c) checks headers
+ * because the postmaster's helper process (helper_io.c) checks headers
  * after it has detached from the shared memory that holds pg_control's
  * copy: tier_file_cache_identity() must have run in the postmaster first.
  */
@@ -124,12 +153,12 @@ header_crc(const TierFileHeader *hdr)
 	return crc;
 }
 
-static bool
-write_header(int fd, uint32 nslots, char *err, size_t errlen)
+/* The file's first block, for nslots slots, in the bounce page. */
+static char *
+build_header(uint32 nslots)
 {
 	char	   *page = bounce_page();
 	TierFileHeader *hdr = (TierFileHeader *) page;
-	ssize_t		n;
 
 	memset(page, 0, BLCKSZ);
 	memcpy(hdr->magic, TIER_MAGIC, sizeof(hdr->magic));
@@ -138,6 +167,16 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 	hdr->system_identifier = cluster_identifier();
 	hdr->nslots = nslots;
 	hdr->crc = header_crc(hdr);
+	return page;
+}
+
+/* In a helper: write the header, durably. */
+static bool
+write_header(int fd, uint32 nslots, char *err, size_t errlen)
+{
+	char	   *page = build_header(nslots);
+	ssize_t		n;
+
 	n = pwrite(fd, page, BLCKSZ, 0);
 	if (n < 0)
 	{
@@ -160,7 +199,9 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 }
 
 /*
- * Reserve the file's blocks up to size; 0 or an errno.
+ * In a helper: reserve the file's blocks up to size, a piece at a time,
+ * each reported as progress (helper_io.c), so that a large tier on a
+ * device that answers is not taken for a hung one; 0 or an errno.
  *
  * TEST BUILDS ONLY (make BPEXT_TEST_HOOKS=1, test_hooks.h): with
  * bpext.test_sparse_file the file is only extended, sparse, so that the
@@ -170,9 +211,33 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 static int
 preallocate(int fd, off_t size)
 {
+	off_t		done;
+
 	if (BPEXT_TEST_SPARSE_FILE())
 		return ftruncate(fd, size) == 0 ? 0 : errno;
-	return posix_fallocate(fd, 0, size);
+	for (done = 0; done < size; done += ALLOCATE_PIECE)
+	{
+		int			rc = posix_fallocate(fd, done, Min(ALLOCATE_PIECE, size - done));
+
+		if (rc != 0)
+			return rc;
+		helper_io_progress();
+	}
+	return 0;
+}
+
+/*
+ * open() without access-time updates when the file is ours to say so
+ * (O_NOATIME is refused, EPERM, on a file of another owner).
+ */
+static int
+open_noatime(const char *path, int flags)
+{
+	int			fd = open(path, flags | O_NOATIME);
+
+	if (fd < 0 && errno == EPERM)
+		fd = open(path, flags);
+	return fd;
 }
 
 /*
@@ -319,11 +384,12 @@ tier_file_write_warm(int fd, TierWarmHeader *warm)
 }
 
 /*
- * The worker's side of a warm start: open the tier file the postmaster
- * took the saved map from, as it is (no truncation), and lock it.  It must
- * be the same file (dev, ino) and still carry the nonce the postmaster
- * wrote when it took the map: a server that used the file since would
- * have rewritten the header.  Returns the descriptor, or -1 and a message.
+ * A warm start, in the worker's helper (helper_io.c): open the tier file
+ * the postmaster took the saved map from, as it is (no truncation), and
+ * lock it.  It must be the same file (dev, ino) and still carry the nonce
+ * the postmaster wrote when it took the map: a server that used the file
+ * since would have rewritten the header.  Returns the descriptor (read
+ * only: the worker's hold, see the file header), or -1 and a message.
  */
 int
 tier_file_reopen(const char *path, uint64 dev, uint64 ino, uint64 nonce,
@@ -334,7 +400,7 @@ tier_file_reopen(const char *path, uint64 dev, uint64 ino, uint64 nonce,
 	uint64		got_ino;
 	int			fd;
 
-	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	fd = open_noatime(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 	{
 		snprintf(err, errlen, "could not open \"%s\": %m", path);
@@ -364,21 +430,35 @@ tier_file_reopen(const char *path, uint64 dev, uint64 ino, uint64 nonce,
 }
 
 /*
- * Open or create the tier file at path, sized for nslots, and lock it.
- * Returns the descriptor, or -1 with a message in err.  *taken_from is
- * set to the system identifier of the cluster whose tier file this was,
- * if it was another's (check_existing), and to 0 otherwise.
+ * In the worker's helper (helper_io.c): open or create the tier file at
+ * path, sized for nslots, and lock it.  Returns a read-only descriptor
+ * that holds the lock (the worker's hold on the file, see the file
+ * header), or -1 with a message in err.  *work_fd is set to the
+ * read-write descriptor the file was prepared through (-1 on failure),
+ * which the caller closes only once the worker has its answer: as the
+ * last writable description of the file, its release may wait on the
+ * device.  *taken_from is set to the system identifier of the cluster
+ * whose tier file this was, if it was another's (check_existing), and to 0
+ * otherwise.  A file whose identity is one of the nbusy in busy_devs and
+ * busy_inos is refused: helpers the worker gave up on may still write to
+ * it.
  */
 int
-tier_file_open(const char *path, uint32 nslots, uint64 *taken_from,
-			   char *err, size_t errlen)
+tier_file_open(const char *path, uint32 nslots, const uint64 *busy_devs,
+			   const uint64 *busy_inos, int nbusy, uint64 *taken_from,
+			   int *work_fd, char *err, size_t errlen)
 {
+	char		self[64];
+	struct stat st;
 	int			fd;
+	int			hold;
 	bool		created = false;
 	uint64		other_cluster = 0;
 	int			rc;
+	int			i;
 
 	*taken_from = 0;
+	*work_fd = -1;
 
 	if (path[0] != '/')
 	{
@@ -411,17 +491,47 @@ tier_file_open(const char *path, uint32 nslots, uint64 *taken_from,
 		close(fd);
 		return -1;
 	}
+	helper_io_progress();
+	if (fstat(fd, &st) != 0)
+	{
+		snprintf(err, errlen, "could not stat \"%s\": %m", path);
+		close(fd);
+		return -1;
+	}
+	for (i = 0; i < nbusy; i++)
+	{
+		if ((uint64) st.st_dev == busy_devs[i] && (uint64) st.st_ino == busy_inos[i])
+		{
+			snprintf(err, errlen,
+					 "\"%s\" is the tier file bpext gave up on when its device stopped answering, and a helper process is still waiting for that device",
+					 path);
+			close(fd);
+			return -1;
+		}
+	}
 
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+	/* The worker's hold: a read-only description of the same file. */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	hold = open_noatime(self, O_RDONLY | O_CLOEXEC);
+	if (hold < 0)
+	{
+		snprintf(err, errlen, "could not open \"%s\" again: %m", path);
+		close(fd);
+		return -1;
+	}
+
+	if (flock(hold, LOCK_EX | LOCK_NB) != 0)
 	{
 		if (errno == EWOULDBLOCK && other_cluster != 0)
 			snprintf(err, errlen,
 					 "\"%s\" is the tier file of another cluster (system identifier " UINT64_FORMAT "), which is using it",
 					 path, other_cluster);
 		else if (errno == EWOULDBLOCK)
-			snprintf(err, errlen, "\"%s\" is in use by another server", path);
+			snprintf(err, errlen, "\"%s\" is in use by another server, or by a bpext helper process still waiting for its device",
+					 path);
 		else
 			snprintf(err, errlen, "could not lock \"%s\": %m", path);
+		close(hold);
 		close(fd);
 		return -1;
 	}
@@ -437,6 +547,7 @@ tier_file_open(const char *path, uint32 nslots, uint64 *taken_from,
 	}
 	if (!write_header(fd, nslots, err, errlen))
 		goto fail;
+	helper_io_progress();
 	rc = preallocate(fd, TIER_FILE_BYTES(nslots));
 	if (rc != 0)
 	{
@@ -445,76 +556,84 @@ tier_file_open(const char *path, uint32 nslots, uint64 *taken_from,
 				 (unsigned long long) TIER_FILE_BYTES(nslots), path);
 		goto fail;
 	}
-	return fd;
+	*work_fd = fd;
+	return hold;
 
 fail:
 	/* Give the space back; the file stays, marked as ours. */
 	cut_to(fd, TIER_FILE_SIZE(0));
+	close(hold);
 	close(fd);
 	return -1;
 }
 
-/* Grow or shrink the file the worker holds open. */
+/*
+ * Grow or shrink the file the worker holds (fd, its descriptor), through
+ * its helper (tier_writer.c): each call waits at most bpext.io_timeout, a
+ * growth goes a piece at a time, and the worker leaves between pieces if
+ * it is asked to exit.  False with a message if a call failed or did not
+ * answer (the tier has then been switched off).
+ */
 bool
 tier_file_resize(int fd, uint32 old_nslots, uint32 new_nslots, char *err,
 				 size_t errlen)
 {
+	off_t		old_size = TIER_FILE_BYTES(old_nslots);
+	off_t		new_size = TIER_FILE_BYTES(new_nslots);
+
 	if (new_nslots > old_nslots)
 	{
-		int			rc = preallocate(fd, TIER_FILE_BYTES(new_nslots));
+		off_t		done;
+		int			rc = 0;
 
+		if (BPEXT_TEST_SPARSE_FILE())
+			rc = tier_writer_truncate(fd, new_size) == 0 ? 0 : errno;
+		for (done = old_size; rc == 0 && !BPEXT_TEST_SPARSE_FILE() &&
+			 done < new_size; done += ALLOCATE_PIECE)
+		{
+			CHECK_FOR_INTERRUPTS();
+			rc = tier_writer_allocate(fd, done,
+									  Min(ALLOCATE_PIECE, new_size - done));
+		}
 		if (rc != 0)
 		{
 			errno = rc;
 			snprintf(err, errlen, "could not grow the tier file to %llu bytes: %m",
-					 (unsigned long long) TIER_FILE_BYTES(new_nslots));
-			cut_to(fd, TIER_FILE_BYTES(old_nslots));
+					 (unsigned long long) new_size);
+			if (rc != ETIMEDOUT && rc != EIO)
+				(void) tier_writer_truncate(fd, old_size);
 			return false;
 		}
 	}
-	else if (ftruncate(fd, TIER_FILE_BYTES(new_nslots)) != 0)
+	else if (tier_writer_truncate(fd, new_size) != 0)
 	{
 		snprintf(err, errlen, "could not shrink the tier file: %m");
 		return false;
 	}
-	return write_header(fd, new_nslots, err, errlen);
+	return tier_file_write_header(fd, new_nslots, err, errlen);
 }
 
 /*
- * Is the file at path still the one the worker holds, at full size?
- * Catches a tier file deleted, replaced or truncated behind our back.
+ * Write the header for nslots slots into the file the worker holds,
+ * durably, through its helper.
  */
 bool
-tier_file_still_ours(int fd, const char *path, uint32 nslots, char *err,
-					 size_t errlen)
+tier_file_write_header(int fd, uint32 nslots, char *err, size_t errlen)
 {
-	struct stat held;
-	struct stat named;
+	struct iovec iov = {.iov_base = build_header(nslots),.iov_len = BLCKSZ};
+	ssize_t		n = tier_writer_pwritev(fd, &iov, 1, 0);
 
-	if (fstat(fd, &held) != 0)
+	if (n != BLCKSZ)
 	{
-		snprintf(err, errlen, "could not stat the tier file: %m");
+		if (n >= 0)
+			errno = ENOSPC;
+		snprintf(err, errlen, "could not write the tier file header: %m");
 		return false;
 	}
-	if (lstat(path, &named) != 0)
+	/* Durably: a saved map's description it wipes must not come back. */
+	if (tier_writer_datasync(fd) != 0)
 	{
-		snprintf(err, errlen, "the tier file \"%s\" has disappeared: %m", path);
-		return false;
-	}
-	if (held.st_dev != named.st_dev || held.st_ino != named.st_ino)
-	{
-		snprintf(err, errlen, "the tier file \"%s\" has been replaced", path);
-		return false;
-	}
-	if (held.st_size < TIER_FILE_BYTES(nslots))
-	{
-		snprintf(err, errlen, "the tier file \"%s\" has been truncated", path);
-		return false;
-	}
-	/* Other processes open it by path: they must be able to. */
-	if (access(path, R_OK | W_OK) != 0)
-	{
-		snprintf(err, errlen, "the tier file \"%s\" can no longer be opened: %m", path);
+		snprintf(err, errlen, "could not fsync the tier file header: %m");
 		return false;
 	}
 	return true;
@@ -547,6 +666,49 @@ tier_file_is(const char *path, uint64 dev, uint64 ino)
 }
 
 /*
+ * In the bpext worker: the descriptor it holds for the file of this
+ * incarnation (-1: none), which its page writes name (they are made by
+ * its helper, tier_writer.c).  The worker never opens the file by path.
+ */
+void
+tier_file_set_worker_fd(int fd, uint32 incarnation)
+{
+	in_worker = true;
+	local_fd = fd;
+	local_incarnation = incarnation;
+	local_direct = false;		/* the helper writes from aligned memory */
+}
+
+/*
+ * Open the file the worker holds as its descriptor holder_fd in process
+ * holder: through /proc, if that still is the file (dev, ino), else by
+ * path.
+ */
+static int
+open_held(const char *path, int holder, int holder_fd, uint64 want_dev,
+		  uint64 want_ino, int flags)
+{
+	if (holder > 0 && holder_fd >= 0)
+	{
+		char		proc[64];
+		uint64		dev;
+		uint64		ino;
+		int			fd;
+
+		snprintf(proc, sizeof(proc), "/proc/%d/fd/%d", holder, holder_fd);
+		fd = open_noatime(proc, flags);
+		if (fd >= 0 && tier_file_identity(fd, &dev, &ino) &&
+			dev == want_dev && ino == want_ino)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		else if (errno == EINVAL)
+			return -1;			/* O_DIRECT refused: the caller retries */
+	}
+	return open_noatime(path, flags | O_NOFOLLOW);
+}
+
+/*
  * This process's descriptor, (re)opened if the worker has switched files
  * since we last looked.  Returns -1 with errno set on failure.  The
  * descriptor is counted against max_files_per_process like any other
@@ -561,8 +723,17 @@ local_tier_fd(void)
 	uint64		want_ino;
 	uint64		dev;
 	uint64		ino;
-	int			flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
+	int			holder;
+	int			holder_fd;
+	int			flags = O_RDONLY | O_CLOEXEC;
 
+	if (in_worker)
+	{
+		if (local_fd >= 0 && incarnation == local_incarnation)
+			return local_fd;
+		errno = ESTALE;
+		return -1;
+	}
 	if (local_fd >= 0 && incarnation == local_incarnation)
 		return local_fd;
 	tier_file_close_local();
@@ -571,6 +742,8 @@ local_tier_fd(void)
 	strlcpy(path, BpextCtl->path, sizeof(path));
 	want_dev = BpextCtl->file_dev;
 	want_ino = BpextCtl->file_ino;
+	holder = BpextCtl->worker_pid;
+	holder_fd = BpextCtl->worker_tier_fd;
 	LWLockRelease(BpextCtl->control_lock);
 
 	if (!AcquireExternalFD())
@@ -579,12 +752,14 @@ local_tier_fd(void)
 		return -1;
 	}
 	local_direct = bpext_direct_io;
-	local_fd = open(path, flags | (local_direct ? O_DIRECT : 0));
+	local_fd = open_held(path, holder, holder_fd, want_dev, want_ino,
+						 flags | (local_direct ? O_DIRECT : 0));
 	if (local_fd < 0 && local_direct && errno == EINVAL)
 	{
 		/* The file system does not do direct I/O (tmpfs, for one). */
 		local_direct = false;
-		local_fd = open(path, flags);
+		local_fd = open_held(path, holder, holder_fd, want_dev, want_ino,
+							 flags);
 	}
 	if (local_fd < 0)
 	{
@@ -608,6 +783,8 @@ local_tier_fd(void)
 void
 tier_file_close_local(void)
 {
+	if (in_worker)
+		return;
 	if (local_fd >= 0)
 	{
 		close(local_fd);
@@ -635,29 +812,30 @@ needs_bounce(const char *buf)
 
 /*
  * In a helper process (tier_writer.c's, tier_readers.c's): a descriptor of
- * the tier file with an open file description of its own (opened by name,
- * and checked to be the same file), instead of the inherited fd, which is
- * closed, so that a helper left stuck in the kernel never holds the
- * worker's flock.  -1 with errno set if that fails; every I/O then fails
- * with it.
+ * the tier file with an open file description of its own, read-write for
+ * the writer, instead of the inherited fd (the worker's), which is closed,
+ * so that a helper left stuck in the kernel never holds the worker's
+ * flock.  It is opened through the inherited one (/proc/self/fd/N), so it
+ * is the very file the worker holds, even one renamed or removed since
+ * (the worker's check notices that and lets the file go).  Direct I/O as
+ * bpext.direct_io says and the file system allows.  -1 with errno set if
+ * that fails; every I/O then fails with it.
  */
 int
-tier_file_reopen_own(int fd)
+tier_file_reopen_own(int fd, bool writable)
 {
 	char		link[64];
-	char		path[MAXPGPATH];
 	struct stat inherited;
 	struct stat own_st;
-	int			flags = fcntl(fd, F_GETFL);
-	ssize_t		len;
+	int			flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
 	int			own = -1;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	len = readlink(link, path, sizeof(path) - 1);
-	if (flags >= 0 && len > 0 && fstat(fd, &inherited) == 0)
+	if (fstat(fd, &inherited) == 0)
 	{
-		path[len] = '\0';
-		own = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (flags & O_DIRECT));
+		own = open_noatime(link, flags | (bpext_direct_io ? O_DIRECT : 0));
+		if (own < 0 && bpext_direct_io && errno == EINVAL)
+			own = open_noatime(link, flags);
 		if (own >= 0 &&
 			(fstat(own, &own_st) != 0 || own_st.st_dev != inherited.st_dev ||
 			 own_st.st_ino != inherited.st_ino))
@@ -672,17 +850,43 @@ tier_file_reopen_own(int fd)
 }
 
 /*
- * The worker's descriptor of the current tier file, for the reader
- * helpers it forks (tier_readers.c), and its incarnation; -1 if it has
- * none.
+ * Is the whole slot in the kernel's page cache?  A read with RWF_NOWAIT
+ * of a page that is not still starts the kernel's readahead of it (it
+ * returns EAGAIN only after), and submitting that read can sleep on a
+ * device whose queue is full of requests that never complete: so such a
+ * read is never tried.  cachestat (Linux 6.5) looks, without any I/O; on
+ * an older kernel the read is tried as before (doc/hung-device.md).
  */
-int
-tier_file_current_fd(uint32 *incarnation)
+static bool
+slot_cached(int fd, uint32 slot)
 {
-	int			fd = local_tier_fd();
+	static bool cachestat_unsupported = false;
+	struct
+	{
+		uint64		off;
+		uint64		len;
+	}			range;
+	struct
+	{
+		uint64		nr_cache;
+		uint64		nr_dirty;
+		uint64		nr_writeback;
+		uint64		nr_evicted;
+		uint64		nr_recently_evicted;
+	}			found;
 
-	*incarnation = local_incarnation;
-	return fd;
+	if (cachestat_unsupported)
+		return true;
+	range.off = (uint64) TIER_SLOT_OFFSET(slot);
+	range.len = BLCKSZ;
+	if (syscall(SYS_CACHESTAT, fd, &range, &found, 0) != 0)
+	{
+		if (errno != ENOSYS && errno != EOPNOTSUPP && errno != EINVAL)
+			return false;
+		cachestat_unsupported = true;
+		return true;
+	}
+	return found.nr_cache * (uint64) getpagesize() >= BLCKSZ;
 }
 
 /*
@@ -702,7 +906,7 @@ tier_file_read_page(uint32 slot, char *page)
 
 	if (fd < 0)
 		return TIER_READ_UNAVAILABLE;
-	if (!local_direct && !nowait_unsupported)
+	if (!local_direct && !nowait_unsupported && slot_cached(fd, slot))
 	{
 		struct iovec iov = {.iov_base = page,.iov_len = BLCKSZ};
 		ssize_t		n = preadv2(fd, &iov, 1, TIER_SLOT_OFFSET(slot), RWF_NOWAIT);

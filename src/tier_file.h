@@ -74,15 +74,18 @@ typedef struct TierWarmHeader
 /* Alignment for O_DIRECT I/O buffers. */
 #define TIER_IO_ALIGN			4096
 
-/* The worker's side: owning the file. */
+/* The worker's side: owning the file (in its helpers, or through them). */
 extern int	tier_file_open(const char *path, uint32 nslots,
-						   uint64 *taken_from, char *err, size_t errlen);
+						   const uint64 *busy_devs, const uint64 *busy_inos,
+						   int nbusy, uint64 *taken_from, int *work_fd,
+						   char *err, size_t errlen);
 extern bool tier_file_resize(int fd, uint32 old_nslots, uint32 new_nslots,
 							 char *err, size_t errlen);
+extern bool tier_file_write_header(int fd, uint32 nslots, char *err,
+								   size_t errlen);
 extern bool tier_file_identity(int fd, uint64 *dev, uint64 *ino);
 extern bool tier_file_is(const char *path, uint64 dev, uint64 ino);
-extern bool tier_file_still_ours(int fd, const char *path, uint32 nslots,
-								 char *err, size_t errlen);
+extern void tier_file_set_worker_fd(int fd, uint32 incarnation);
 
 /* Warm restart. */
 extern void tier_file_cache_identity(void);
@@ -96,8 +99,7 @@ extern int	tier_file_reopen(const char *path, uint64 dev, uint64 ino,
 /* Every process's side: page I/O through its own descriptor. */
 extern bool tier_file_ready(void);
 extern TierReadResult tier_file_read_page(uint32 slot, char *page);
-extern int	tier_file_current_fd(uint32 *incarnation);
-extern int	tier_file_reopen_own(int fd);
+extern int	tier_file_reopen_own(int fd, bool writable);
 extern bool tier_file_write_pages(uint32 first_slot, int npages,
 								  char *const *pages, uint32 *incarnation);
 extern void tier_file_close_local(void);

@@ -233,6 +233,7 @@ tier_batch_create(int capacity, BpextAdmitSource source)
 										capacity * sizeof(TierAdmitTicket));
 	batch->crcs = MemoryContextAlloc(TopMemoryContext, capacity * sizeof(pg_crc32c));
 	batch->slots = MemoryContextAlloc(TopMemoryContext, capacity * sizeof(uint32));
+	batch->owners = MemoryContextAlloc(TopMemoryContext, capacity * sizeof(int32));
 	space = MemoryContextAlloc(TopMemoryContext,
 							   (Size) capacity * BLCKSZ + TIER_IO_ALIGN);
 	space = (char *) TYPEALIGN(TIER_IO_ALIGN, space);
@@ -257,22 +258,34 @@ tier_batch_begin(TierBatch *batch, const BpextRelFile *rfile,
 	Assert(i < batch->capacity);
 	if (!tier_map_begin_admit(rfile, fork, block, &batch->tickets[i]))
 		return NULL;
+	batch->owners[i] = -1;
 	batch->pending++;
 	return batch->pages[i];
+}
+
+/* Page i of the batch is stored, or not: tell whoever waits for it. */
+static inline void
+page_done(TierBatch *batch, int i, bool published)
+{
+	if (batch->owners[i] >= 0 && batch->done != NULL)
+		batch->done(batch->owners[i], published);
+	batch->owners[i] = -1;
 }
 
 /*
  * Take over a ticket someone else took (a page from the store queue) and
  * return the buffer to copy its page into; the page is pending until
- * added.
+ * added.  owner (or -1) is told through batch->done whether the page was
+ * published.
  */
 char *
-tier_batch_adopt(TierBatch *batch, const TierAdmitTicket *ticket)
+tier_batch_adopt(TierBatch *batch, const TierAdmitTicket *ticket, int32 owner)
 {
 	int			i = batch->npages + batch->pending;
 
 	Assert(i < batch->capacity);
 	batch->tickets[i] = *ticket;
+	batch->owners[i] = owner;
 	batch->pending++;
 	return batch->pages[i];
 }
@@ -295,7 +308,12 @@ void
 tier_batch_cancel_pending(TierBatch *batch)
 {
 	for (; batch->pending > 0; batch->pending--)
-		tier_map_cancel_admit(&batch->tickets[batch->npages + batch->pending - 1]);
+	{
+		int			i = batch->npages + batch->pending - 1;
+
+		tier_map_cancel_admit(&batch->tickets[i]);
+		page_done(batch, i, false);
+	}
 }
 
 /*
@@ -309,7 +327,10 @@ tier_batch_abandon(TierBatch *batch)
 
 	tier_batch_cancel_pending(batch);
 	for (i = 0; i < batch->npages; i++)
+	{
 		tier_map_cancel_admit(&batch->tickets[i]);
+		page_done(batch, i, false);
+	}
 	batch->npages = 0;
 }
 
@@ -348,6 +369,7 @@ tier_batch_flush(TierBatch *batch)
 		if (batch->slots[i] == TIER_INVALID_INDEX)
 		{
 			tier_map_cancel_admit(&batch->tickets[i]);
+			page_done(batch, i, false);
 			continue;
 		}
 		while (run < n && batch->slots[run] == batch->slots[run - 1] + 1)
@@ -363,6 +385,7 @@ tier_batch_flush(TierBatch *batch)
 				if (batch->slots[j] != TIER_INVALID_INDEX)
 					tier_map_free_slot(batch->slots[j]);
 				tier_map_cancel_admit(&batch->tickets[j]);
+				page_done(batch, j, false);
 			}
 			if (incarnation != 0)
 			{
@@ -373,9 +396,14 @@ tier_batch_flush(TierBatch *batch)
 		}
 		BPEXT_COUNT(page_writes, run - i);
 		for (; i < run; i++)
-			if (tier_map_publish(&batch->tickets[i], batch->slots[i],
-								 batch->crcs[i], incarnation))
-				published++;
+		{
+			bool		ok = tier_map_publish(&batch->tickets[i],
+											  batch->slots[i],
+											  batch->crcs[i], incarnation);
+
+			published += ok ? 1 : 0;
+			page_done(batch, i, ok);
+		}
 	}
 	BPEXT_COUNT(write_time_us, bpext_microseconds_since(start));
 	BPEXT_COUNT(admitted[batch->source], published);

@@ -29,6 +29,9 @@ typedef struct TierBatch
 	TierAdmitTicket *tickets;
 	pg_crc32c  *crcs;
 	uint32	   *slots;			/* scratch for tier_batch_flush */
+	int32	   *owners;			/* who waits for each page, or -1 */
+	void		(*done) (int32 owner, bool published);	/* told of each
+														 * owned page */
 } TierBatch;
 
 extern char *tier_private_page(void);
@@ -42,7 +45,8 @@ extern bool tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,
 extern TierBatch *tier_batch_create(int capacity, BpextAdmitSource source);
 extern char *tier_batch_begin(TierBatch *batch, const BpextRelFile *rfile,
 							  ForkNumber fork, BlockNumber block);
-extern char *tier_batch_adopt(TierBatch *batch, const TierAdmitTicket *ticket);
+extern char *tier_batch_adopt(TierBatch *batch, const TierAdmitTicket *ticket,
+							  int32 owner);
 extern void tier_batch_add(TierBatch *batch, const BpextRelFile *rfile,
 						   ForkNumber fork, BlockNumber block);
 extern void tier_batch_cancel_pending(TierBatch *batch);

@@ -271,6 +271,9 @@ tier_map_begin_admit(const BpextRelFile *rfile, ForkNumber fork,
 void
 tier_map_cancel_admit(TierAdmitTicket *ticket)
 {
+	/* One already handed on (store_queue_put) or given back. */
+	if (ticket->rel == TIER_INVALID_INDEX)
+		return;
 	tier_rel_release(ticket->rel);
 	ticket->rel = TIER_INVALID_INDEX;
 }

@@ -29,7 +29,7 @@
  * (MAP_SHARED | MAP_ANONYMOUS) when it loads the library, so that every
  * process it forks has it at the same address.  It is not PostgreSQL's
  * shared memory on purpose: the helpers detach from that, as those of
- * postmaster_io.c and tier_writer.c do, so that a helper stuck in the
+ * helper_io.c and tier_writer.c do, so that a helper stuck in the
  * kernel cannot keep the next postmaster from starting.  For the same
  * reason they cannot use latches; waits are Linux futexes on the region's
  * words (shared, not FUTEX_PRIVATE_FLAG).
@@ -49,9 +49,17 @@
  * backend ever finds a page it did not ask for.  The page itself is then
  * checked as every tier page is (tier_io.c: the slot pinned, the CRC, the
  * re-check that the slot is still current), so a read that takes long
- * serves nothing stale.  A slot whose backend died (a crash restart keeps
- * the region) or whose helper died is put back to FREE by the bpext
- * worker, by CAS from the state it saw, once that process is gone.
+ * serves nothing stale.
+ *
+ * Which helper holds a slot is in its claim word, which the helper sets
+ * (CAS from 0 to its pid) before it moves the slot from PENDING to BUSY,
+ * and undoes if that move fails; whoever puts the slot back to FREE from
+ * DONE or ABANDONED clears it first.  So a slot in BUSY or ABANDONED always
+ * names its helper, even one that died the moment after it took the
+ * request.  A slot whose backend died (a crash restart keeps the region)
+ * or whose helper died is put back to FREE by the bpext worker, by CAS
+ * from the state it saw, once that process is gone; a claim left by a
+ * helper that died before it took the slot is cleared the same way.
  *
  * Helpers: bpext.tier_readers of them per file incarnation, forked by the
  * bpext worker (tier_readers_maintain, every round) as children of its own
@@ -91,7 +99,7 @@
 #include "storage/pmsignal.h"
 #include "utils/ps_status.h"
 
-#include "postmaster_io.h"
+#include "helper_io.h"
 #include "settings.h"
 #include "stats.h"
 #include "tier_control.h"
@@ -119,12 +127,12 @@ typedef enum ReadSlotState
 typedef struct ReadSlot
 {
 	pg_atomic_uint32 state;		/* ReadSlotState */
+	pg_atomic_uint32 claim;		/* pid of the helper that holds it, or 0 */
 	uint32		incarnation;	/* file incarnation of the request */
 	off_t		offset;
 	ssize_t		result;			/* pread's, in DONE */
 	int			save_errno;
 	volatile pid_t backend_pid; /* who asked */
-	volatile pid_t helper_pid;	/* who serves it, in BUSY (0 until set) */
 } ReadSlot;
 
 typedef struct ReadersRegion
@@ -201,7 +209,20 @@ tier_readers_create(void)
 	for (i = 0; i < TIER_READERS_MAX; i++)
 		pg_atomic_init_u32(&Region->generation[i], 0);
 	for (i = 0; i < READ_SLOTS; i++)
+	{
 		pg_atomic_init_u32(&Region->slots[i].state, SLOT_FREE);
+		pg_atomic_init_u32(&Region->slots[i].claim, 0);
+	}
+}
+
+/* Clear a claim whose helper is gone (a CAS from the pid seen). */
+static void
+clear_dead_claim(ReadSlot *slot)
+{
+	uint32		claimer = pg_atomic_read_u32(&slot->claim);
+
+	if (claimer != 0 && pid_gone((pid_t) claimer))
+		(void) pg_atomic_compare_exchange_u32(&slot->claim, &claimer, 0);
 }
 
 /*
@@ -223,8 +244,9 @@ give_up(ReadSlot *slot, uint32 seen)
 /*
  * Read the page at offset of the tier file of this incarnation through a
  * helper, waiting at most bpext.io_timeout (0: as long as it takes, unless
- * the process is asked to exit).  A read that does not answer in time
- * switches the tier off.
+ * an interrupt is pending, such as a termination, a cancel or a recovery
+ * conflict, which is served as soon as the read has fallen back to the
+ * data file).  A read that does not answer in time switches the tier off.
  */
 TierReadResult
 tier_readers_read(char *page, off_t offset, uint32 incarnation)
@@ -255,7 +277,6 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 	slot->incarnation = incarnation;
 	slot->offset = offset;
 	slot->backend_pid = MyProcPid;
-	slot->helper_pid = 0;
 	(void) pg_atomic_exchange_u32(&slot->state, SLOT_PENDING);
 	(void) pg_atomic_fetch_add_u32(&Region->pending_seq, 1);
 	futex_wake(&Region->pending_seq, 1);
@@ -277,6 +298,7 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 			save_errno = slot->save_errno;
 			if (n == BLCKSZ)
 				memcpy(page, slot_page(index), BLCKSZ);
+			pg_atomic_write_u32(&slot->claim, 0);
 			(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
 			if (n == BLCKSZ)
 				return TIER_READ_OK;
@@ -296,7 +318,7 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 					 (int) MyProcPid, (unsigned long long) elapsed,
 					 bpext_io_timeout_ms);
 			BPEXT_COUNT(io_errors, 1);
-			bpext_tier_fail(what, 0);
+			bpext_tier_fail_hung(what);
 			return TIER_READ_UNAVAILABLE;
 		}
 
@@ -308,8 +330,9 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 		if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ERROR ||
 			(seen == SLOT_PENDING &&
 			 pg_atomic_read_u32(&Region->incarnation) != incarnation) ||
-			(seen == SLOT_BUSY && pid_gone(slot->helper_pid)) ||
-			(bpext_io_timeout_ms <= 0 && ProcDiePending) ||
+			(seen == SLOT_BUSY &&
+			 pid_gone((pid_t) pg_atomic_read_u32(&slot->claim))) ||
+			(bpext_io_timeout_ms <= 0 && INTERRUPTS_PENDING_CONDITION()) ||
 			!PostmasterIsAlive())
 		{
 			if (!give_up(slot, seen))
@@ -317,6 +340,9 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 			return TIER_READ_UNAVAILABLE;
 		}
 
+		/* A helper that died as it claimed the request: let another. */
+		if (seen == SLOT_PENDING)
+			clear_dead_claim(slot);
 		if (bpext_io_timeout_ms > 0)
 			wait_ms = Min(wait_ms, bpext_io_timeout_ms - (int) elapsed);
 		futex_wait(&slot->state, seen, Max(wait_ms, 1));
@@ -331,7 +357,6 @@ serve(int tier_fd, int index)
 	uint32		expected = SLOT_BUSY;
 	ssize_t		n;
 
-	slot->helper_pid = getpid();
 	do
 		n = pread(tier_fd, slot_page(index), BLCKSZ, slot->offset);
 	while (n < 0 && errno == EINTR);
@@ -340,7 +365,31 @@ serve(int tier_fd, int index)
 	if (pg_atomic_compare_exchange_u32(&slot->state, &expected, SLOT_DONE))
 		futex_wake(&slot->state, 1);
 	else
-		(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);	/* abandoned */
+	{
+		/* Abandoned: nobody waits for it any more. */
+		pg_atomic_write_u32(&slot->claim, 0);
+		(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
+	}
+}
+
+/*
+ * In a helper: take the request in slot i, if it is PENDING and no other
+ * helper claims it; false if not.
+ */
+static bool
+take_request(ReadSlot *slot, uint32 me)
+{
+	uint32		unclaimed = 0;
+	uint32		expected = SLOT_PENDING;
+
+	if (pg_atomic_read_u32(&slot->state) != SLOT_PENDING ||
+		!pg_atomic_compare_exchange_u32(&slot->claim, &unclaimed, me))
+		return false;
+	if (pg_atomic_compare_exchange_u32(&slot->state, &expected, SLOT_BUSY))
+		return true;
+	unclaimed = me;
+	(void) pg_atomic_compare_exchange_u32(&slot->claim, &unclaimed, 0);
+	return false;
 }
 
 /*
@@ -350,14 +399,16 @@ serve(int tier_fd, int index)
 static void
 helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation)
 {
+	uint32		me = (uint32) getpid();
+
 	bpext_reset_signals();
 	(void) setsid();			/* out of the worker's process group */
 	bpext_close_inherited_fds(&tier_fd, 1);
 	PGSharedMemoryDetach();
-	set_ps_display("reader helper");	/* ps tells it from the worker */
+	bpext_helper_title("bpext reader helper");
 
 	/* -1 with errno: every read then fails with it. */
-	tier_fd = tier_file_reopen_own(tier_fd);
+	tier_fd = tier_file_reopen_own(tier_fd, false);
 
 	for (;;)
 	{
@@ -372,19 +423,22 @@ helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation)
 		for (i = 0; i < READ_SLOTS; i++)
 		{
 			ReadSlot   *slot = &Region->slots[i];
-			uint32		expected = SLOT_PENDING;
+			uint32		expected;
 
-			if (pg_atomic_read_u32(&slot->state) != SLOT_PENDING ||
-				!pg_atomic_compare_exchange_u32(&slot->state, &expected,
-												SLOT_BUSY))
+			if (!take_request(slot, me))
 				continue;
 			if (slot->incarnation != incarnation)
 			{
 				/* Another incarnation's: hand it back. */
 				expected = SLOT_BUSY;
-				if (!pg_atomic_compare_exchange_u32(&slot->state, &expected,
-													SLOT_PENDING))
+				if (pg_atomic_compare_exchange_u32(&slot->state, &expected,
+												   SLOT_PENDING))
+					pg_atomic_write_u32(&slot->claim, 0);
+				else
+				{
+					pg_atomic_write_u32(&slot->claim, 0);
 					(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
+				}
 				continue;
 			}
 			serve(tier_fd, i);
@@ -414,7 +468,8 @@ spawn_helper(int index, int fd, uint32 incarnation)
 /*
  * In the bpext worker: put back to FREE the slots whose backend, or whose
  * helper, is gone, by CAS from the state seen, so that a slot that moved
- * on meanwhile is left alone.
+ * on meanwhile is left alone; and clear the claims of helpers that died
+ * before they took a request.
  */
 static void
 reclaim_slots(void)
@@ -425,6 +480,7 @@ reclaim_slots(void)
 	{
 		ReadSlot   *slot = &Region->slots[i];
 		uint32		seen = pg_atomic_read_u32(&slot->state);
+		pid_t		claimer = (pid_t) pg_atomic_read_u32(&slot->claim);
 		bool		gone;
 
 		switch (seen)
@@ -435,19 +491,29 @@ reclaim_slots(void)
 				gone = pid_gone(slot->backend_pid);
 				break;
 			case SLOT_BUSY:
-				gone = pid_gone(slot->helper_pid) &&
-					pid_gone(slot->backend_pid);
+				gone = pid_gone(claimer) && pid_gone(slot->backend_pid);
 				break;
 			case SLOT_ABANDONED:
-				gone = pid_gone(slot->helper_pid);
+				gone = pid_gone(claimer);
 				break;
 			default:
 				gone = false;
 				break;
 		}
-		if (gone)
-			(void) pg_atomic_compare_exchange_u32(&slot->state, &seen,
-												  SLOT_FREE);
+
+		/*
+		 * The claim first: once FREE, the slot may be taken again, and a
+		 * new claim must not be cleared.
+		 */
+		if (seen != SLOT_BUSY && seen != SLOT_ABANDONED && seen != SLOT_DONE)
+			clear_dead_claim(slot);
+		if (!gone)
+			continue;
+		if (seen == SLOT_BUSY || seen == SLOT_ABANDONED)
+			clear_dead_claim(slot);
+		else if (seen == SLOT_DONE)
+			pg_atomic_write_u32(&slot->claim, 0);	/* its helper is done */
+		(void) pg_atomic_compare_exchange_u32(&slot->state, &seen, SLOT_FREE);
 	}
 }
 

@@ -39,6 +39,8 @@ static const char *const wait_event_names[BPEXT_WAIT_EVENT_COUNT] = {
 	"BpextSettingsApplied",
 	"BpextWarmLoad",
 	"BpextChainCuts",
+	"BpextTierHelper",
+	"BpextStoreQueue",
 };
 
 /* Called by the postmaster once shared memory is set up. */

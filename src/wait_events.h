@@ -25,6 +25,10 @@ typedef enum BpextWaitEvent
 								 * load */
 	BPEXT_WAIT_CHAIN_CUTS,		/* a shrink or a clear waits for a drop's
 								 * cut chains to be unhashed */
+	BPEXT_WAIT_TIER_HELPER,		/* a helper process's tier-file work
+								 * (helper_io.c) */
+	BPEXT_WAIT_STORE_QUEUE,		/* bpext_prewarm waits for room in the store
+								 * queue, or for its pages to be stored */
 	BPEXT_WAIT_EVENT_COUNT
 } BpextWaitEvent;
 

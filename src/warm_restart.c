@@ -92,7 +92,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "postmaster_io.h"
+#include "helper_io.h"
 #include "progress.h"
 #include "settings.h"
 #include "slot_directory.h"
@@ -608,12 +608,12 @@ save_to_file(SaveJob *job, char *err, size_t errlen)
 	int			fd;
 
 	fd = open_used_tier_file(job->path, job->dev, job->ino, &why);
-	postmaster_io_progress();
+	helper_io_progress();
 	if (fd < 0)
 		return why;
 	if (!tier_file_check_ours(fd, job->path, &nslots, err, errlen))
 		return err;
-	postmaster_io_progress();
+	helper_io_progress();
 	if (nslots != job->nslots)
 		return "the tier file was resized";
 	if (!slot_directory_write_batch(fd, job->batch))
@@ -634,13 +634,13 @@ save_to_file(SaveJob *job, char *err, size_t errlen)
 		snprintf(err, errlen, "could not write the segment table: %m");
 		return err;
 	}
-	postmaster_io_progress();
+	helper_io_progress();
 	if (fdatasync(fd) != 0)
 	{
 		snprintf(err, errlen, "could not fsync the tier file: %m");
 		return err;
 	}
-	postmaster_io_progress();
+	helper_io_progress();
 	if (!tier_file_write_warm(fd, &job->warm))
 	{
 		snprintf(err, errlen, "could not write the tier file's header: %m");
@@ -649,7 +649,7 @@ save_to_file(SaveJob *job, char *err, size_t errlen)
 	return NULL;
 }
 
-/* In the helper process (postmaster_io.c). */
+/* In the helper process (helper_io.c). */
 static void
 save_in_helper(void *arg)
 {
@@ -662,7 +662,26 @@ save_in_helper(void *arg)
 	result.saved = (why == NULL);
 	if (why != NULL)
 		strlcpy(result.error, why, sizeof(result.error));
-	postmaster_io_send(&result, sizeof(result));
+	helper_io_send(&result, sizeof(result));
+}
+
+/*
+ * Run work in the postmaster's helper process (helper_io.c), waiting for it
+ * at most bpext.io_timeout of silence, or until asked to shut down.
+ */
+static bool
+run_in_helper(HelperIoWork work, void *arg, char **result, size_t *resultlen,
+			  char *why, size_t whylen)
+{
+	HelperIoRun run;
+
+	memset(&run, 0, sizeof(run));
+	run.title = "bpext postmaster helper";
+	run.work = work;
+	run.arg = arg;
+	run.timeout_ms = bpext_io_timeout_ms;
+	return helper_io_run(&run, result, resultlen, NULL, why, whylen) ==
+		HELPER_IO_OK;
 }
 
 static void
@@ -676,7 +695,7 @@ not_saved(const char *why)
  * At the postmaster's exit: finish saving the map, so that the next start
  * can reuse it.  The map is read here, while nothing else runs; the tier
  * file is written by a helper process that the postmaster stops waiting
- * for if the device hangs (postmaster_io.c).
+ * for if the device hangs (helper_io.c).
  */
 static void
 save_map_at_exit(int code, Datum arg)
@@ -781,8 +800,8 @@ save_map_at_exit(int code, Datum arg)
 	job->warm.rels_offset = TIER_FILE_BYTES(job->nslots);
 
 	tier_file_cache_identity();
-	if (!postmaster_io_run(save_in_helper, job, bpext_io_timeout_ms,
-						   (char **) &result, &resultlen, why, sizeof(why)) ||
+	if (!run_in_helper(save_in_helper, job, (char **) &result, &resultlen,
+					   why, sizeof(why)) ||
 		resultlen != sizeof(SaveResult) || !result->saved)
 	{
 		/* Whatever reached the header, no start may trust it now. */
@@ -851,10 +870,10 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	}
 	if (!tier_file_check_ours(fd, path, &file_nslots, buf, buflen))
 		return buf;
-	postmaster_io_progress();
+	helper_io_progress();
 	if (!tier_file_read_warm(fd, warm) || !warm->saved)
 		return "no tier map was saved at the last shutdown";
-	postmaster_io_progress();
+	helper_io_progress();
 	if (warm->pg_major != PG_VERSION_NUM / 100)
 	{
 		snprintf(buf, buflen,
@@ -902,7 +921,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 		pread(fd, *rels, rels_bytes + segs_bytes, warm->rels_offset) !=
 		(ssize_t) (rels_bytes + segs_bytes))
 		return "the saved tier map could not be read";
-	postmaster_io_progress();
+	helper_io_progress();
 	if (!EQ_CRC32C(saved_rels_crc(*rels, warm->nrels,
 								  (SavedSeg *) (*rels + warm->nrels),
 								  warm->nsegs),
@@ -1001,7 +1020,7 @@ check_segments(SavedRel *rels, uint32 nrels, const SavedSeg *segs,
 		else
 			rels[kept++] = rels[i];
 		if (i % 1024 == 1023)
-			postmaster_io_progress();
+			helper_io_progress();
 	}
 	return kept;
 }
@@ -1044,7 +1063,7 @@ typedef struct DecideResult
 } DecideResult;
 
 /*
- * In the helper process (postmaster_io.c): check the saved map and, if it
+ * In the helper process (helper_io.c): check the saved map and, if it
  * may be reused, consume it; send the verdict, then the relation table.
  */
 static void
@@ -1058,7 +1077,7 @@ decide_in_helper(void *arg)
 
 	memset(&result, 0, sizeof(result));
 	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	postmaster_io_progress();
+	helper_io_progress();
 	if (fd < 0)
 	{
 		if (errno == ENOENT)
@@ -1067,7 +1086,7 @@ decide_in_helper(void *arg)
 		else
 			snprintf(result.why, sizeof(result.why),
 					 "could not open \"%s\": %m", path);
-		postmaster_io_send(&result, sizeof(result));
+		helper_io_send(&result, sizeof(result));
 		return;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
@@ -1077,7 +1096,7 @@ decide_in_helper(void *arg)
 							  sizeof(result.why));
 	if (why == NULL)
 		why = consume_saved_map(fd, &result.warm);
-	postmaster_io_progress();
+	helper_io_progress();
 	if (why == NULL && !tier_file_identity(fd, &result.dev, &result.ino))
 		why = "could not stat the tier file";
 	if (why == NULL)
@@ -1090,9 +1109,9 @@ decide_in_helper(void *arg)
 		strlcpy(result.why, why, sizeof(result.why));
 	else if (why == NULL)
 		result.why[0] = '\0';
-	postmaster_io_send(&result, sizeof(result));
+	helper_io_send(&result, sizeof(result));
 	if (why == NULL && result.nrels > 0)
-		postmaster_io_send(rels, sizeof(SavedRel) * result.nrels);
+		helper_io_send(rels, sizeof(SavedRel) * result.nrels);
 }
 
 static void
@@ -1121,9 +1140,8 @@ decide(void)
 
 	/* The tier file's I/O in a helper, which a hung device cannot stall. */
 	tier_file_cache_identity();
-	answered = postmaster_io_run(decide_in_helper, bpext_path,
-								 bpext_io_timeout_ms, (char **) &result,
-								 &resultlen, why, sizeof(why));
+	answered = run_in_helper(decide_in_helper, bpext_path, (char **) &result,
+							 &resultlen, why, sizeof(why));
 
 	/* Whatever happened, no later start may match the old token. */
 	if (!remove_token() && answered && resultlen >= sizeof(DecideResult) &&
@@ -1256,19 +1274,19 @@ bpext_warm_load_pending(const char *path)
 	return true;
 }
 
-/* Open the file the postmaster checked, as it left it. */
-int
-bpext_warm_open(uint32 *nslots, char *err, size_t errlen)
+/*
+ * The file the postmaster checked, for the worker's helper to open as it
+ * was left (tier_file_reopen): its path, identity and the nonce the
+ * postmaster wrote into it.
+ */
+void
+bpext_warm_file(char *path, size_t pathlen, uint64 *dev, uint64 *ino,
+				uint64 *nonce)
 {
-	int			fd = tier_file_reopen(Warm->path, Warm->dev, Warm->ino,
-									  Warm->nonce, err, errlen);
-
-	if (fd >= 0 && !tier_file_check_ours(fd, Warm->path, nslots, err, errlen))
-	{
-		close(fd);
-		return -1;
-	}
-	return fd;
+	strlcpy(path, Warm->path, pathlen);
+	*dev = Warm->dev;
+	*ino = Warm->ino;
+	*nonce = Warm->nonce;
 }
 
 /* The directory id of the saved map the worker is about to load. */
@@ -1283,7 +1301,7 @@ bpext_warm_directory_id(void)
  * saved map's id, and warm_loading is set: start reading the directory.
  */
 void
-bpext_warm_begin_load(int fd)
+bpext_warm_begin_load(void)
 {
 	Warm->load_pending = false;
 	if (step_entries == NULL)

@@ -26,9 +26,10 @@ extern void bpext_warm_startup(void);
 /* The worker: say what was decided, take over the file, load the map. */
 extern void bpext_warm_log_decision(void);
 extern bool bpext_warm_load_pending(const char *path);
-extern int	bpext_warm_open(uint32 *nslots, char *err, size_t errlen);
+extern void bpext_warm_file(char *path, size_t pathlen, uint64 *dev,
+							uint64 *ino, uint64 *nonce);
 extern uint64 bpext_warm_directory_id(void);
-extern void bpext_warm_begin_load(int fd);
+extern void bpext_warm_begin_load(void);
 extern bool bpext_warm_load_step(int fd);
 extern void bpext_warm_abandon(const char *why, bool pages_stay);
 extern void bpext_warm_note_cold_enable(void);

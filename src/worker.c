@@ -13,11 +13,15 @@
  * (evict_push.c).  A configuration reload (SIGHUP) makes it re-apply the tier
  * settings; bpext_enable() and friends wait for it to have done so.
  *
- * Every tier write the worker makes goes through a helper process that it
- * stops waiting for after bpext.io_timeout (tier_writer.c), so that a hung
- * device cannot keep the worker, and with it the server's shutdown, stuck.
- * It also keeps the reader helpers that backends hand their tier reads to
- * running for the file it serves (tier_readers.c).
+ * The worker makes no system call on the tier file that could sleep on
+ * its device: every one goes through a helper process that it stops
+ * waiting for after bpext.io_timeout (tier_writer.c, helper_io.c), so that
+ * a hung device cannot keep the worker, and with it the server's
+ * shutdown, stuck; it answers SIGTERM within bpext.io_timeout whatever its
+ * helpers are doing (at once with no timeout).  It also keeps the reader
+ * helpers that backends hand their tier reads to running for the file it
+ * serves (tier_readers.c), and brings a tier that failed back once its
+ * file answers again (bpext.recovery_interval, tier_control.c).
  *
  * If the worker dies, the postmaster restarts it after a second; the new
  * incarnation finds the tier in whatever state the old one left, throws
@@ -61,6 +65,15 @@
 
 /* How often the worker checks that the tier file is still there. */
 #define FILE_CHECK_INTERVAL_MS	1000
+
+/* Is this process the tier worker? */
+static bool am_tier_worker = false;
+
+bool
+bpext_is_tier_worker(void)
+{
+	return am_tier_worker;
+}
 
 /*
  * What every bpext background worker has in common: shared memory, a
@@ -115,6 +128,7 @@ worker_detach(int code, Datum arg)
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
 	BpextCtl->worker_latch = NULL;
 	BpextCtl->worker_pid = 0;
+	BpextCtl->worker_tier_fd = -1;
 	LWLockRelease(BpextCtl->control_lock);
 }
 
@@ -180,7 +194,7 @@ maintain_readers(void)
 	int			fd = -1;
 
 	if (pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED)
-		fd = tier_file_current_fd(&incarnation);
+		fd = bpext_tier_worker_fd(&incarnation);
 	tier_readers_maintain(fd, incarnation);
 }
 
@@ -204,8 +218,14 @@ bpext_worker_main(Datum main_arg)
 	LWLockRelease(BpextCtl->control_lock);
 	before_shmem_exit(worker_detach, 0);
 
-	/* Every tier write of this process goes through a helper process. */
+	/*
+	 * Every tier-file call of this process goes through a helper process,
+	 * which checks headers after it has left shared memory: the system
+	 * identifier they carry is copied now.
+	 */
+	am_tier_worker = true;
 	tier_writer_enable();
+	tier_file_cache_identity();
 
 	bpext_warm_log_decision();
 	store_queue_recover();
@@ -239,6 +259,7 @@ bpext_worker_main(Datum main_arg)
 			TimestampDifferenceExceeds(last_check, now, FILE_CHECK_INTERVAL_MS))
 		{
 			bpext_tier_check_file();
+			bpext_tier_recover();
 			if (tier_map_dead_slots_possible())
 				bpext_tier_sweep_dead(InvalidOid, NULL);
 			if (bpext_log_events)
@@ -267,6 +288,15 @@ bpext_worker_main(Datum main_arg)
 		bpext_tier_flush_directory();
 
 		naptime = bpext_push_round();
+
+		/*
+		 * The file's check, and the way back from ERROR, once a second
+		 * whatever bpext.push_interval says: sessions open the file
+		 * through the worker's descriptor, so only this check notices a
+		 * file replaced behind the tier's back.
+		 */
+		if (pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_DISABLED)
+			naptime = Min(naptime, FILE_CHECK_INTERVAL_MS);
 
 		/* Shared buffers' pages, seen for the sizing advisor (sizing.c). */
 		bpext_sizing_sweep_shared_buffers();

@@ -15,6 +15,7 @@
 extern void bpext_worker_entry(BackgroundWorker *worker, const char *function,
 							   const char *type);
 extern void bpext_register_worker(void);
+extern bool bpext_is_tier_worker(void);
 extern PGDLLEXPORT void bpext_worker_main(Datum main_arg);
 
 #endif							/* BPEXT_WORKER_H */

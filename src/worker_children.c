@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * worker_children.c
- *	  The bpext worker's helper processes (tier_readers.c's, tier_writer.c's):
- *	  its own children, which the kernel kills when the worker exits,
- *	  however it exits.
+ *	  The bpext worker's helper processes (tier_readers.c's, tier_writer.c's,
+ *	  helper_io.c's, and tier_control.c's keepers): its own children, which
+ *	  the kernel kills when the worker exits, however it exits (keepers
+ *	  excepted: see tier_control.c).
  *
  * A helper does tier I/O that may never return (a hung SSD), so nothing
  * may wait for it, and it may still be in the kernel when the server stops.
@@ -45,12 +46,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helper_io.h"
 #include "worker_children.h"
 
 /*
  * Children not yet reaped: every live helper, and those told to go that
- * are still stuck in the kernel.  When it is full, no helper is forked
- * (the tier I/O is then done, or skipped, as without helpers).
+ * are still stuck in the kernel.  When it is full, no helper is forked,
+ * and the tier I/O that needed one fails (the tier goes to ERROR): the
+ * worker never does it itself.
  */
 #define MAX_CHILDREN		64
 
@@ -58,9 +61,33 @@ typedef struct WorkerChild
 {
 	pid_t		pid;			/* 0: a free entry */
 	WorkerChildKind kind;
+	uint64		dev;			/* the tier file it may write to, or 0 */
+	uint64		ino;
+	uint64		killed_ms;		/* when it was sent SIGKILL, or 0 */
 } WorkerChild;
 
+/*
+ * A child that ends this long after it was killed was not merely idle: it
+ * was stuck in the kernel, and its call has just returned.
+ */
+#define LATE_EXIT_MS		1000
+
+static uint64 late_exits = 0;
+
 static WorkerChild children[MAX_CHILDREN];
+
+/* The tier file the worker holds now (worker_children_set_file). */
+static uint64 current_dev = 0;
+static uint64 current_ino = 0;
+
+/* SIGKILL entry i, noting when. */
+static void
+kill_child(int i)
+{
+	if (children[i].killed_ms == 0)
+		children[i].killed_ms = Max(bpext_monotonic_ms(), 1);
+	(void) kill(children[i].pid, SIGKILL);
+}
 
 /*
  * fork() for a helper: -1 (errno set) in the worker if it could not, the
@@ -102,8 +129,93 @@ worker_child_fork(WorkerChildKind kind)
 	{
 		children[i].pid = child;
 		children[i].kind = kind;
+		children[i].dev = current_dev;
+		children[i].ino = current_ino;
+		children[i].killed_ms = 0;
 	}
 	return child;
+}
+
+/*
+ * The tier file (st_dev, st_ino) the worker holds from now on, or 0, 0:
+ * every child forked meanwhile is taken to touch it.
+ */
+void
+worker_children_set_file(uint64 dev, uint64 ino)
+{
+	current_dev = dev;
+	current_ino = ino;
+}
+
+/*
+ * How many children are alive (not reaped) that may still do tier I/O:
+ * all but the keepers, which only hold a descriptor open.  A child the
+ * worker gave up on that is still there has not seen its I/O return: the
+ * device has not answered it yet.
+ */
+int
+worker_children_busy(void)
+{
+	int			n = 0;
+	int			i;
+
+	worker_children_reap();
+	for (i = 0; i < MAX_CHILDREN; i++)
+		if (children[i].pid != 0 && children[i].kind != WORKER_CHILD_KEEPER)
+			n++;
+	return n;
+}
+
+/*
+ * The tier files (st_dev, st_ino) that children given up on may still
+ * write to (or remove), at most max of them: writer and file helpers that
+ * were killed and are still there.  A call of one that is stuck could land
+ * whenever the device answers: such a file must not become the tier's
+ * file again before they are gone (tier_control.c).  A helper that was
+ * merely told to go was idle, and readers only read.
+ */
+int
+worker_children_files(uint64 *devs, uint64 *inos, int max)
+{
+	int			n = 0;
+	int			i;
+	int			j;
+
+	worker_children_reap();
+	for (i = 0; i < MAX_CHILDREN && n < max; i++)
+	{
+		bool		seen = false;
+
+		if (children[i].pid == 0 || children[i].killed_ms == 0 ||
+			(children[i].kind != WORKER_CHILD_WRITER &&
+			 children[i].kind != WORKER_CHILD_FILE) ||
+			(children[i].dev == 0 && children[i].ino == 0))
+			continue;
+		for (j = 0; j < n; j++)
+			seen |= devs[j] == children[i].dev && inos[j] == children[i].ino;
+		if (seen)
+			continue;
+		devs[n] = children[i].dev;
+		inos[n] = children[i].ino;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * SIGKILL the keepers of the file (dev, ino) other than except: a newer
+ * keeper holds it now (tier_control.c).
+ */
+void
+worker_children_kill_keepers(uint64 dev, uint64 ino, pid_t except)
+{
+	int			i;
+
+	for (i = 0; i < MAX_CHILDREN; i++)
+		if (children[i].pid != 0 && children[i].pid != except &&
+			children[i].kind == WORKER_CHILD_KEEPER &&
+			children[i].dev == dev && children[i].ino == ino)
+			kill_child(i);
 }
 
 /* Reap the children that have exited. */
@@ -126,8 +238,23 @@ worker_children_reap(void)
 
 		/* ECHILD: reaped already (SIGCHLD ignored): gone all the same. */
 		if (r == pid || (r < 0 && errno == ECHILD))
+		{
+			if (children[i].killed_ms != 0 &&
+				bpext_monotonic_ms() - children[i].killed_ms >= LATE_EXIT_MS)
+				late_exits++;
 			children[i].pid = 0;
+		}
 	}
+}
+
+/*
+ * How many children have ended long after they were killed (stuck in the
+ * kernel until their call returned), since the worker started.
+ */
+uint64
+worker_children_late_exits(void)
+{
+	return late_exits;
 }
 
 /* Is pid a child of ours that has not been reaped yet? */
@@ -151,8 +278,13 @@ worker_child_alive(pid_t pid)
 void
 worker_child_kill(pid_t pid)
 {
-	if (worker_child_alive(pid))
-		(void) kill(pid, SIGKILL);
+	int			i;
+
+	if (pid <= 0)
+		return;
+	for (i = 0; i < MAX_CHILDREN; i++)
+		if (children[i].pid == pid)
+			kill_child(i);
 }
 
 /* SIGKILL every child of that kind. */
@@ -163,5 +295,5 @@ worker_children_kill(WorkerChildKind kind)
 
 	for (i = 0; i < MAX_CHILDREN; i++)
 		if (children[i].pid != 0 && children[i].kind == kind)
-			(void) kill(children[i].pid, SIGKILL);
+			kill_child(i);
 }

@@ -43,14 +43,26 @@
  *	write_sleep		 the same for pwrite()/pwritev()
  *	truncate_sleep	 the same for ftruncate() and truncate() (md's
  *					 truncation, and its unlink, which truncates first)
+ *	call_sleep		 the same for every other call that can wait on a hung
+ *					 device: an open() that may write (O_WRONLY, O_RDWR,
+ *					 O_CREAT, O_TRUNC), fsync(), fdatasync(),
+ *					 sync_file_range(), posix_fallocate(), fallocate(),
+ *					 ftruncate(), flock(), fchmod(), unlink(), stat(),
+ *					 lstat(), access() and statvfs() by path.  A read-only
+ *					 open is let through: the kernel resolves the path of a
+ *					 file something holds open from its cache, with no I/O.
  *
  * A third number in a sleep fault's file, "ms N pid", limits it to the
  * process with that pid.
  *
  * Every other file, and every process's other I/O, goes straight through.
- * Each injected failure is counted by appending one line to
- * BPEXT_FAULT_CTL/injected.log, so a test can tell that a fault was really
- * hit.  Creating or removing a control file takes effect at the next call.
+ * A descriptor this library did not see opened (received over a socket,
+ * duplicated, opened through /proc/self/fd) is tracked by what it points
+ * to.  Each injected failure is counted by appending one line to
+ * BPEXT_FAULT_CTL/injected.log: "pid fault fd N title T", T being the
+ * process title at that moment, so a test can tell that a fault was really
+ * hit, and by which kind of process.  Creating or removing a control file
+ * takes effect at the next call.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -64,7 +76,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -77,6 +91,11 @@
 static char *fault_prefix[MAX_PREFIXES];
 static int	fault_nprefixes;
 static const char *fault_ctl;
+
+/* Per descriptor: not known yet, a file under a prefix, or another one. */
+#define FD_UNKNOWN	0
+#define FD_TRACKED	1
+#define FD_OTHER	2
 static unsigned char tracked[MAX_TRACKED_FD];
 
 static int	(*real_open) (const char *, int,...);
@@ -100,6 +119,16 @@ static int	(*real_ftruncate) (int, off_t);
 static int	(*real_ftruncate64) (int, off_t);
 static int	(*real_truncate) (const char *, off_t);
 static int	(*real_truncate64) (const char *, off_t);
+static int	(*real_fsync) (int);
+static int	(*real_fdatasync) (int);
+static int	(*real_sync_file_range) (int, off_t, off_t, unsigned int);
+static int	(*real_flock) (int, int);
+static int	(*real_fchmod) (int, mode_t);
+static int	(*real_unlink) (const char *);
+static int	(*real_stat) (const char *, struct stat *);
+static int	(*real_lstat) (const char *, struct stat *);
+static int	(*real_access) (const char *, int);
+static int	(*real_statvfs) (const char *, struct statvfs *);
 
 #define RESOLVE(name) \
 	do { if (real_##name == NULL) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
@@ -143,13 +172,33 @@ track(int fd, const char *path)
 {
 	if (fd < 0 || fd >= MAX_TRACKED_FD)
 		return;
-	tracked[fd] = path_tracked(path);
+	if (path != NULL && strncmp(path, "/proc/", 6) == 0)
+		tracked[fd] = FD_UNKNOWN;	/* resolved on first use */
+	else
+		tracked[fd] = path_tracked(path) ? FD_TRACKED : FD_OTHER;
 }
 
 static int
 is_tracked(int fd)
 {
-	return fd >= 0 && fd < MAX_TRACKED_FD && tracked[fd];
+	if (fd < 0 || fd >= MAX_TRACKED_FD)
+		return 0;
+	if (tracked[fd] == FD_UNKNOWN)
+	{
+		char		link[64];
+		char		path[4096];
+		int			save_errno = errno;
+		ssize_t		n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, path, sizeof(path) - 1);
+		errno = save_errno;
+		if (n <= 0)
+			return 0;
+		path[n] = '\0';
+		tracked[fd] = path_tracked(path) ? FD_TRACKED : FD_OTHER;
+	}
+	return tracked[fd] == FD_TRACKED;
 }
 
 /* Count one injection of the fault called name, in injected.log. */
@@ -166,9 +215,24 @@ log_injection(const char *name, int fd)
 	lfd = real_open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	if (lfd >= 0)
 	{
-		char		line[128];
-		int			len = snprintf(line, sizeof(line), "%d %s fd %d\n",
-								   (int) getpid(), name, fd);
+		char		title[128] = "";
+		char		line[256];
+		int			tfd = real_open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+		int			len;
+
+		if (tfd >= 0)
+		{
+			ssize_t		n = read(tfd, title, sizeof(title) - 1);
+			ssize_t		i;
+
+			for (i = 0; i < n; i++)
+				if (title[i] == '\0' || title[i] == '\n')
+					title[i] = ' ';
+			title[n > 0 ? n : 0] = '\0';
+			real_close(tfd);
+		}
+		len = snprintf(line, sizeof(line), "%d %s fd %d title %s\n",
+					   (int) getpid(), name, fd, title);
 
 		if (write(lfd, line, len) < 0)
 			(void) 0;
@@ -195,6 +259,23 @@ fault_on(const char *name, int fd)
 	return on;
 }
 
+/* This process's calls to each sleep fault while it was on. */
+static long read_sleep_calls;
+static long write_sleep_calls;
+static long truncate_sleep_calls;
+static long call_sleep_calls;
+
+static void sleep_fault_on(int file_tracked, const char *name, int fd,
+						   long *calls_seen);
+
+/* An open() of a tracked path that may write: call_sleep holds it. */
+static void
+open_fault(const char *path, int flags)
+{
+	if ((flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) != 0)
+		sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
+}
+
 static int
 open_mode_needed(int flags)
 {
@@ -216,6 +297,7 @@ open(const char *path, int flags,...)
 		mode = va_arg(ap, mode_t);
 		va_end(ap);
 	}
+	open_fault(path, flags);
 	fd = real_open(path, flags, mode);
 	track(fd, path);
 	return fd;
@@ -236,6 +318,7 @@ open64(const char *path, int flags,...)
 		mode = va_arg(ap, mode_t);
 		va_end(ap);
 	}
+	open_fault(path, flags);
 	fd = real_open64(path, flags, mode);
 	track(fd, path);
 	return fd;
@@ -256,6 +339,8 @@ openat(int dirfd, const char *path, int flags,...)
 		mode = va_arg(ap, mode_t);
 		va_end(ap);
 	}
+	if (path[0] == '/')
+		open_fault(path, flags);
 	fd = real_openat(dirfd, path, flags, mode);
 	track(fd, path[0] == '/' ? path : NULL);
 	return fd;
@@ -267,6 +352,7 @@ __open_2(const char *path, int flags)
 	int			fd;
 
 	RESOLVE(__open_2);
+	open_fault(path, flags);
 	fd = real___open_2(path, flags);
 	track(fd, path);
 	return fd;
@@ -278,6 +364,7 @@ __open64_2(const char *path, int flags)
 	int			fd;
 
 	RESOLVE(__open64_2);
+	open_fault(path, flags);
 	fd = real___open64_2(path, flags);
 	track(fd, path);
 	return fd;
@@ -288,14 +375,9 @@ close(int fd)
 {
 	RESOLVE(close);
 	if (fd >= 0 && fd < MAX_TRACKED_FD)
-		tracked[fd] = 0;
+		tracked[fd] = FD_UNKNOWN;
 	return real_close(fd);
 }
-
-/* This process's calls to each sleep fault while it was on. */
-static long read_sleep_calls;
-static long write_sleep_calls;
-static long truncate_sleep_calls;
 
 /*
  * If the fault called name is on (and applies to this process and this
@@ -617,6 +699,7 @@ int
 posix_fallocate(int fd, off_t offset, off_t len)
 {
 	RESOLVE(posix_fallocate);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
 	if (is_tracked(fd) && fault_on("fallocate_enospc", fd))
 		return ENOSPC;
 	return real_posix_fallocate(fd, offset, len);
@@ -626,6 +709,7 @@ int
 posix_fallocate64(int fd, off_t offset, off_t len)
 {
 	RESOLVE(posix_fallocate64);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
 	if (is_tracked(fd) && fault_on("fallocate_enospc", fd))
 		return ENOSPC;
 	return real_posix_fallocate64(fd, offset, len);
@@ -635,6 +719,7 @@ int
 fallocate(int fd, int mode, off_t offset, off_t len)
 {
 	RESOLVE(fallocate);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
 	if (is_tracked(fd) && fault_on("fallocate_enospc", fd))
 	{
 		errno = ENOSPC;
@@ -648,6 +733,7 @@ ftruncate(int fd, off_t length)
 {
 	RESOLVE(ftruncate);
 	sleep_fault("truncate_sleep", fd, &truncate_sleep_calls);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
 	return real_ftruncate(fd, length);
 }
 
@@ -656,6 +742,7 @@ ftruncate64(int fd, off_t length)
 {
 	RESOLVE(ftruncate64);
 	sleep_fault("truncate_sleep", fd, &truncate_sleep_calls);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
 	return real_ftruncate64(fd, length);
 }
 
@@ -676,4 +763,85 @@ truncate64(const char *path, off_t length)
 	sleep_fault_on(path_tracked(path), "truncate_sleep", -1,
 				   &truncate_sleep_calls);
 	return real_truncate64(path, length);
+}
+
+/* call_sleep: the other calls that can wait on a hung device. */
+int
+fsync(int fd)
+{
+	RESOLVE(fsync);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
+	return real_fsync(fd);
+}
+
+int
+fdatasync(int fd)
+{
+	RESOLVE(fdatasync);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
+	return real_fdatasync(fd);
+}
+
+int
+sync_file_range(int fd, off_t offset, off_t nbytes, unsigned int flags)
+{
+	RESOLVE(sync_file_range);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
+	return real_sync_file_range(fd, offset, nbytes, flags);
+}
+
+int
+flock(int fd, int operation)
+{
+	RESOLVE(flock);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
+	return real_flock(fd, operation);
+}
+
+int
+fchmod(int fd, mode_t mode)
+{
+	RESOLVE(fchmod);
+	sleep_fault("call_sleep", fd, &call_sleep_calls);
+	return real_fchmod(fd, mode);
+}
+
+int
+unlink(const char *path)
+{
+	RESOLVE(unlink);
+	sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
+	return real_unlink(path);
+}
+
+int
+stat(const char *path, struct stat *buf)
+{
+	RESOLVE(stat);
+	sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
+	return real_stat(path, buf);
+}
+
+int
+lstat(const char *path, struct stat *buf)
+{
+	RESOLVE(lstat);
+	sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
+	return real_lstat(path, buf);
+}
+
+int
+access(const char *path, int mode)
+{
+	RESOLVE(access);
+	sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
+	return real_access(path, mode);
+}
+
+int
+statvfs(const char *path, struct statvfs *buf)
+{
+	RESOLVE(statvfs);
+	sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
+	return real_statvfs(path, buf);
 }

@@ -188,6 +188,10 @@ sub bpext_init_node
 		# The tests' tiers are small: a nearly full disk on the test
 		# machine must not refuse them (013 tests the reserve itself).
 		$conf .= "bpext.min_free_space = 0\n";
+
+		# A tier a test put in state 7 stays there until the test acts:
+		# the tests of the way back set bpext.recovery_interval themselves.
+		$conf .= "bpext.recovery_interval = 0\n";
 	}
 	$conf .= $opts{conf} if defined $opts{conf};
 	$node->append_conf('postgresql.conf', $conf);

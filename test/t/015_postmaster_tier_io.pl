@@ -5,15 +5,16 @@
 # finishes the map at exit (writes, an fsync and the header) and the
 # decision at start (the header and the relation table).  Both run in a
 # helper process the postmaster stops waiting for once bpext.io_timeout
-# passes without an answer (src/postmaster_io.c).  With every tier read or
+# passes without an answer (src/helper_io.c).  With every tier read or
 # write held up for ten minutes (the fault injector's *_sleep faults):
 #
 #  - a fast shutdown finishes, well within pg_ctl's wait, and says the map
 #    was not saved, and why; the next start is cold;
 #  - a start finishes and is cold, saying why, and the server serves every
 #    row right from the data files;
-#  - once the device answers again, the tier comes back, and a clean
-#    restart is warm.
+#  - once the device answers again, the tier comes back by itself (the
+#    worker's own open of the file, in a helper too, did not answer either:
+#    bpext.recovery_interval), and a clean restart is warm.
 
 use strict;
 use warnings;
@@ -37,7 +38,8 @@ my $ctl = PostgreSQL::Test::Utils::tempdir('faults');
 my $path = "$ssd/bpext.tier";
 
 my $node = bpext_init_node('main', tier_size => '64MB', max_size => '64MB',
-	tier_path => $path, conf => "bpext.io_timeout = '1s'\n");
+	tier_path => $path,
+	conf => "bpext.io_timeout = '1s'\nbpext.recovery_interval = '1s'\n");
 bpext_start_with_faults($node, $so, "$ssd/", $ctl);
 bpext_setup($node);
 bpext_load_table($node, 'postgres', 't', $nrows);
@@ -94,8 +96,9 @@ bpext_check_table($node, 'postgres', 't', rows => $nrows, scan => 'index',
 fill_and_settle('hung read at start');
 $node->stop;
 $offset = -s $node->logfile;
-# Long enough for the postmaster to give up on its helper, short enough
-# for the worker, which reads the file next, to get through.
+# Long enough for the postmaster to give up on its helper, and the worker
+# on its own (its open of the file reads the header); the worker tries
+# again by itself once the device answers.
 bpext_fault($node, 'read_sleep', 1, 8000);
 bpext_start_with_faults($node, $so, "$ssd/", $ctl);
 ok($node->wait_for_log(

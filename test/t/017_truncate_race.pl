@@ -17,10 +17,13 @@
 # (smgr_wrap.c).  The rounds fail on a build with neither.
 #
 # The window is microseconds wide, so the fault injector widens it: the
-# scan worker's tier write at the start of its task's last unit sleeps
-# (it has passed its check for cancellation, the leader times out and
-# lets go of its lock meanwhile), and md's ftruncate sleeps, so that the
-# worker takes its tickets and reads while the file is still long.
+# scan worker hands its pages to the bpext worker through a store queue
+# made small (24 pages), whose writer helper's tier writes sleep (0.3 s
+# each), so that at the start of its task's last unit it waits for room
+# for seconds, having passed its check for cancellation (the leader times
+# out and lets go of its lock meanwhile), and md's ftruncate sleeps (15 s),
+# so that the scan worker takes its tickets and reads while the file is
+# still long.
 
 use strict;
 use warnings;
@@ -39,11 +42,13 @@ plan skip_all => 'the fault injector could not be built' unless $so;
 my $ctl = PostgreSQL::Test::Utils::tempdir();
 
 # One scan worker; tasks of five prewarm runs (16 blocks each), so that the
-# batch of 64 pages is written at the start of the last unit; no dual
-# writes, so that only prewarm writes the tier from the scan worker.
+# batch of 64 pages is handed over at the start of the last unit, to a
+# queue of 24 pages; no dual writes, so that the queue holds prewarm's
+# pages only.
 my $node = bpext_init_node('main', shared_buffers => '16MB', conf => qq{
 bpext.scan_workers = 1
 bpext.scan_task_buffers = 80
+bpext.store_queue_pages = 24
 bpext.write_policy = 'invalidate'
 });
 bpext_start_with_faults($node, $so, bpext_tier_path($node) . ':base/', $ctl);
@@ -63,6 +68,32 @@ my $stale_query = q{
 	   AND (rb.relation IS NULL OR
 	        d.relblocknumber >= pg_relation_size(rb.relation,
 	            (ARRAY['main', 'fsm', 'vm', 'init'])[d.relforknumber + 1]) / 8192)};
+
+# The bpext worker's writer helper (its child titled so), which makes
+# every tier write.
+sub writer_helper
+{
+	my $tier_worker = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'bpext tier worker'");
+	for (1 .. 200)
+	{
+		opendir(my $dh, '/proc') or die "could not read /proc: $!";
+		for my $pid (grep { /^\d+$/ } readdir $dh)
+		{
+			open(my $st, '<', "/proc/$pid/stat") or next;
+			my $stat = <$st> // '';
+			close $st;
+			next unless $stat =~ /^\d+ \(.*\) \S (\d+)/ && $1 == $tier_worker;
+			open(my $cl, '<', "/proc/$pid/cmdline") or next;
+			my $cmd = <$cl> // '';
+			close $cl;
+			return $pid if $cmd =~ /writer helper/;
+		}
+		closedir $dh;
+		usleep(50_000);
+	}
+	die 'the bpext worker has no writer helper';
+}
 
 sub wait_for_fault
 {
@@ -110,8 +141,8 @@ sub race
 
 	my $writes = bpext_faults_injected($node, 'write_sleep');
 	my $truncs = bpext_faults_injected($node, 'truncate_sleep');
-	bpext_fault($node, 'write_sleep', 1, "2000 0 $worker");
-	bpext_fault($node, 'truncate_sleep', 1, '4000');
+	bpext_fault($node, 'write_sleep', 1, '300 0 ' . writer_helper());
+	bpext_fault($node, 'truncate_sleep', 1, '15000');
 
 	my ($pw_out, $pw_err, $dd_out, $dd_err) = ('', '', '', '');
 	my $prewarm = IPC::Run::start(
