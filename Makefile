@@ -10,6 +10,7 @@ OBJS = \
 	src/free_space.o \
 	src/interpose.o \
 	src/io_watch.o \
+	src/page_crc.o \
 	src/postmaster_io.o \
 	src/prewarm.o \
 	src/progress.o \

@@ -37,6 +37,7 @@
 #include "db_hooks.h"
 #include "descriptors.h"
 #include "io_watch.h"
+#include "page_crc.h"
 #include "progress.h"
 #include "scan_pool.h"
 #include "sizing.h"
@@ -155,8 +156,10 @@ _PG_init(void)
 	if (startup_max_slots > 0)
 		startup_max_slots--;	/* the file header takes one block */
 
-	/* Before any fork: every process inherits the tier readers' region. */
+	/* Before any fork: every process inherits the tier readers' region... */
 	tier_readers_create();
+	/* ... and the page CRC's tables. */
+	bpext_page_crc_setup();
 
 	bpext_install_smgr_wrappers();
 	bpext_install_db_hooks();

@@ -128,6 +128,7 @@
 #include "utils/wait_event.h"
 
 #include "bpext.h"
+#include "page_crc.h"
 #include "slot_directory.h"
 #include "test_hooks.h"
 #include "tier_map.h"
@@ -496,16 +497,11 @@ tier_page_crc(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 			  const char *page)
 {
 	TierPageKey key;
-	pg_crc32c	crc;
 
 	key.rfile = *rfile;
 	key.fork = (int32) fork;
 	key.block = block;
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, &key, sizeof(key));
-	COMP_CRC32C(crc, page, BLCKSZ);
-	FIN_CRC32C(crc);
-	return crc;
+	return bpext_page_crc(&key, sizeof(key), page);
 }
 
 /* ---------------------------------------------------------------------
