@@ -2,6 +2,7 @@
 
 MODULE_big = bpext
 OBJS = \
+	src/adaptive_admission.o \
 	src/bpext.o \
 	src/buffer_ops.o \
 	src/db_hooks.o \
@@ -49,7 +50,7 @@ endif
 
 EXTENSION = bpext
 DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql \
-	bpext--1.2--1.3.sql
+	bpext--1.2--1.3.sql bpext--1.3--1.4.sql
 PGFILEDESC = "bpext - SSD buffer pool extension"
 
 # The regression and isolation suites run in a temporary instance that

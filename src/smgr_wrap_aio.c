@@ -119,6 +119,7 @@
 #include "storage/bufmgr.h"
 #include "storage/fd.h"
 
+#include "adaptive_admission.h"
 #include "descriptors.h"
 #include "sizing.h"
 #include "tier_io.h"
@@ -197,15 +198,15 @@ complete_served_read(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
  * About to read synchronously in this process (see Staged I/O above):
  * submit what is staged first, if the tier holds the first block (a read
  * that goes to md stages its own I/O, and keeps the batch) or if the read
- * is admission = read's.
+ * is admission = read's (admit_reads: decided once per read, since the
+ * worker may pause or resume admission meanwhile).
  */
 static inline void
 submit_staged_before_reading(const BpextRelFile *rfile, ForkNumber forknum,
-							 BlockNumber blocknum)
+							 BlockNumber blocknum, bool admit_reads)
 {
 	if (pgaio_have_staged() &&
-		(bpext_admission == BPEXT_ADMIT_READ ||
-		 tier_map_contains(rfile, forknum, blocknum)))
+		(admit_reads || tier_map_contains(rfile, forknum, blocknum)))
 		pgaio_submit_staged();
 }
 
@@ -236,7 +237,9 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (bpext_smgr_serves(reln) && completion_fd >= 0)
 	{
-		submit_staged_before_reading(rfile, forknum, blocknum);
+		bool		admit_reads = bpext_read_admission_wanted();
+
+		submit_staged_before_reading(rfile, forknum, blocknum, admit_reads);
 		while (nserved < nblocks)
 		{
 			uint64		read_us;
@@ -245,6 +248,7 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 								 buffers[nserved], &read_us))
 				break;
 			bpext_note_buffer_read(buffers[nserved], read_us);
+			bpext_adaptive_note_hit(reln, forknum, blocknum + nserved);
 			nserved++;
 		}
 		if (nserved > 0)
@@ -257,7 +261,7 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 		if (nblocks > 1)
 			BPEXT_COUNT(lookups, nblocks - 1);
 
-		if (bpext_admission == BPEXT_ADMIT_READ)
+		if (admit_reads)
 		{
 			BlockNumber run;
 

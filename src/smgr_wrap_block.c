@@ -28,6 +28,7 @@
 
 #include "portability/instr_time.h"
 
+#include "adaptive_admission.h"
 #include "descriptors.h"
 #include "sizing.h"
 #include "store_queue.h"
@@ -74,12 +75,13 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	if (tier_serve_page(rfile, forknum, blocknum, buffer, &read_us))
 	{
 		bpext_note_buffer_read(buffer, read_us);
+		bpext_adaptive_note_hit(reln, forknum, blocknum);
 		return;
 	}
 	bpext_stats_count_read(false);
 	BPEXT_COUNT(data_file_read_calls, 1);
 
-	if (bpext_admission == BPEXT_ADMIT_READ)
+	if (bpext_read_admission_wanted())
 		admit = tier_map_begin_admit(rfile, forknum, blocknum, &ticket);
 
 	/*

@@ -425,18 +425,6 @@ tier_map_shmem_size(uint32 max_slots)
 	return size;
 }
 
-/*
- * Shared memory per tier page, for the views and the 40-byte budget the
- * design holds us to.
- */
-Size
-tier_map_bytes_per_slot(void)
-{
-	if (Map == NULL || Map->max_slots == 0)
-		return 0;
-	return tier_map_shmem_size(Map->max_slots) / Map->max_slots;
-}
-
 void
 tier_map_shmem_init(uint32 max_slots, bool found)
 {

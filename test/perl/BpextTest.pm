@@ -148,6 +148,12 @@ sub bpext_init_node
 		# The tests' tiers are small: a nearly full disk on the test
 		# machine must not refuse them (013 tests the reserve itself).
 		$conf .= "bpext.min_free_space = 0\n";
+
+		# The tests' data files are in the page cache, where adaptive
+		# admission would pause pushes, read admission and dual writes
+		# after seconds of tier hits; the tests of those need them
+		# (028 tests the pause itself).
+		$conf .= "bpext.adaptive_admission = off\n";
 	}
 	$conf .= $opts{conf} if defined $opts{conf};
 	$node->append_conf('postgresql.conf', $conf);
