@@ -12,7 +12,8 @@
  * in its hash chain (or on the free stack), an atomic state word and the time of its last use.
  * Relation identity (the RelFileNode and fork) is kept once per relation
  * in a TierRel, so the map costs about 32 bytes per 8 kB tier page (bucket
- * array and relation table included).
+ * array and relation table included; 31.3 at a terabyte, where the
+ * relation table stops growing).
  *
  * Slot state word: a pin count (readers copying the slot out of the file),
  * a CLOCK usage count, and three flags: HASHED (the slot is in a hash chain
@@ -98,8 +99,8 @@
  *	  that its copy on the SSD is written again.
  *
  * Start-up cost.  A terabyte tier has 134 million slots (3.7 GB) and up to
- * 8 million relation entries.  The postmaster, which must start accepting
- * connections quickly, only sets up the relation buckets (16 MB at a
+ * 4 million relation entries.  The postmaster, which must start accepting
+ * connections quickly, only sets up the relation buckets (8 MB at a
  * terabyte): page buckets read as empty from zeroed memory (bucket_head),
  * relation entries are made when first taken (rel_unused), and slots by
  * the worker when it makes them usable (tier_map_set_active_slots,
@@ -391,12 +392,20 @@ slot_is_dead(const TierSlot *s)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * A relation entry per 16 slots, at least 1024 and at most
+ * BPEXT_MAP_MAX_RELS: an entry is taken per relation fork with pages in
+ * the tier, and 4 million forks is more than any cluster has, while the
+ * 8 million a terabyte's 16th would be cost 1.25 bytes per tier page.
+ */
+#define BPEXT_MAP_MAX_RELS		(4U * 1024 * 1024)
+
 static void
 map_dimensions(uint32 max_slots, uint32 *nbuckets, uint32 *nrels,
 			   uint32 *rel_nbuckets)
 {
 	*nbuckets = pg_nextpower2_32(Max(max_slots / 2, 16));
-	*nrels = Max(max_slots / 16, 1024);
+	*nrels = Min(Max(max_slots / 16, 1024), BPEXT_MAP_MAX_RELS);
 	*rel_nbuckets = pg_nextpower2_32(*nrels / 2);
 }
 
