@@ -16,4 +16,8 @@ extern void bpext_page_crc_setup(void);
 extern pg_crc32c bpext_page_crc(const void *key, size_t keylen,
 								const char *page);
 
+#ifdef BPEXT_TEST_HOOKS
+extern void bpext_page_crc_test(int npages, char *out, size_t outlen);
+#endif
+
 #endif							/* BPEXT_PAGE_CRC_H */
