@@ -16,9 +16,9 @@
  *
  * What the tier would save is measured where it is decided: at its hits.
  * One tier hit in PROBE_EVERY, in each backend, asks the kernel whether
- * the block's data-file page is in its page cache (mincore(2) on a
- * mapping of those 8 kB of the segment md has open, which reads nothing
- * and does not touch the page; three system calls).  Timing data-file
+ * the block's data-file page is in its page cache, on the segment md has
+ * open: cachestat(2) (Linux 6.5 on), or mincore(2) on a mapping of those
+ * 8 kB.  Neither reads anything or touches the page.  Timing data-file
  * reads instead would compare the wrong pages (the misses, not the hits:
  * under TPC-B most misses are pages written a moment ago, in the page
  * cache, while the hits are pages that would come from disk), would be
@@ -61,6 +61,7 @@
 #include "postgres.h"
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "utils/timestamp.h"
@@ -70,7 +71,35 @@
 #include "compat.h"
 
 /* Probe one tier hit in this many, per backend. */
-#define PROBE_EVERY			32
+#define PROBE_EVERY			128
+
+/*
+ * cachestat(2), Linux 6.5 on: the page-cache state of a range of a file
+ * in one system call.  Its number is the same on every architecture that
+ * uses the common system call table (not alpha).
+ */
+#if defined(__NR_cachestat)
+#define BPEXT_NR_CACHESTAT	__NR_cachestat
+#elif defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#define BPEXT_NR_CACHESTAT	451
+#endif
+
+#ifdef BPEXT_NR_CACHESTAT
+typedef struct CachestatRange
+{
+	uint64		off;
+	uint64		len;
+} CachestatRange;
+
+typedef struct Cachestat
+{
+	uint64		nr_cache;
+	uint64		nr_dirty;
+	uint64		nr_writeback;
+	uint64		nr_evicted;
+	uint64		nr_recently_evicted;
+} Cachestat;
+#endif
 
 /* A window: at least this long, and with at least this many probes. */
 #define WINDOW_MS			1000
@@ -92,13 +121,18 @@
  * Is the data-file page of this block in the kernel's page cache?  1 if
  * every memory page of it is, 0 if one is not, -1 if this process cannot
  * tell (md has not opened the segment here, or it closed its descriptor
- * to stay within max_files_per_process, or a system call failed).
+ * to stay within max_files_per_process, or a system call failed).  One
+ * cachestat call where the kernel has it, else mincore on a mapping of
+ * the block (three calls); neither reads the file or touches the page.
  */
 static int
 data_page_cached(SMgrRelation reln, ForkNumber fork, BlockNumber block)
 {
 	static long os_page = 0;
-	unsigned char vec[BLCKSZ / 512];
+#ifdef BPEXT_NR_CACHESTAT
+	static bool no_cachestat = false;
+#endif
+	unsigned char vec[16];
 	off_t		offset;
 	off_t		start;
 	size_t		len;
@@ -109,7 +143,7 @@ data_page_cached(SMgrRelation reln, ForkNumber fork, BlockNumber block)
 
 	if (os_page == 0)
 		os_page = sysconf(_SC_PAGESIZE);
-	if (os_page <= 0 || BLCKSZ / os_page >= (long) sizeof(vec))
+	if (os_page <= 0)
 		return -1;
 	fd = bpext_md_open_segment_fd(reln, fork, block, &offset);
 	if (fd < 0)
@@ -118,6 +152,25 @@ data_page_cached(SMgrRelation reln, ForkNumber fork, BlockNumber block)
 	/* The memory pages that hold the block, whole. */
 	start = offset - offset % os_page;
 	len = TYPEALIGN(os_page, offset + BLCKSZ - start);
+	if (len / os_page > sizeof(vec))
+		return -1;
+
+#ifdef BPEXT_NR_CACHESTAT
+	if (!no_cachestat)
+	{
+		CachestatRange range = {.off = (uint64) start,.len = (uint64) len};
+		Cachestat	cs;
+
+		if (syscall(BPEXT_NR_CACHESTAT, fd, &range, &cs, 0) == 0)
+			return cs.nr_cache == len / os_page ? 1 : 0;
+		/* Not in this kernel, or not allowed here: mincore from now on. */
+		if (errno == ENOSYS || errno == EPERM)
+			no_cachestat = true;
+		else
+			return -1;
+	}
+#endif
+
 	map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, start);
 	if (map == MAP_FAILED)
 		return -1;
