@@ -8,6 +8,8 @@ OBJS = \
 	src/db_hooks.o \
 	src/descriptors.o \
 	src/evict_push.o \
+	src/explain_function.o \
+	src/explain_tier.o \
 	src/free_space.o \
 	src/interpose.o \
 	src/io_watch.o \
@@ -15,6 +17,7 @@ OBJS = \
 	src/postmaster_io.o \
 	src/prewarm.o \
 	src/progress.o \
+	src/query_reads.o \
 	src/scan_pool.o \
 	src/settings.o \
 	src/sizing.o \
@@ -31,6 +34,10 @@ OBJS = \
 	src/tier_file.o \
 	src/tier_io.o \
 	src/tier_map.o \
+	src/tier_map_index.o \
+	src/tier_map_rels.o \
+	src/tier_map_slots.o \
+	src/tier_map_walks.o \
 	src/tier_scans.o \
 	src/tier_readers.o \
 	src/tier_writer.o \
@@ -47,6 +54,9 @@ ifeq ($(origin BPEXT_TEST_HOOKS)$(BPEXT_TEST_HOOKS),command line1)
 OBJS += src/test_hooks.o
 PG_CPPFLAGS += -DBPEXT_TEST_HOOKS
 endif
+# A release build's clean must remove a hook build's objects too: a bitcode
+# file left by one major's LLVM breaks the next major's build.
+EXTRA_CLEAN = src/test_hooks.o src/test_hooks.bc
 
 EXTENSION = bpext
 DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql \
@@ -83,8 +93,9 @@ ifdef VPATH
 $(shell mkdir -p src)
 endif
 
-# After the include: Makefile.global resets PROVE_FLAGS.
-PROVE_FLAGS = -I $(srcdir)/test/perl
+# After the include: Makefile.global resets PROVE_FLAGS.  BPEXT_PROVE_FLAGS
+# adds to it (test/run-tests.sh: --timer).
+PROVE_FLAGS = -I $(srcdir)/test/perl $(BPEXT_PROVE_FLAGS)
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
 .PHONY: bench bench-scan bench-instructions bench-scale

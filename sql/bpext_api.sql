@@ -172,3 +172,14 @@ SELECT bpext_sizing_reset();
 SELECT seconds < 60 AS new_window, abs(sample_rate - 0.01) < 1e-6 AS default_rate,
        sample_capacity > 50000 AS four_mb_budget
   FROM bpext_sizing_window;
+
+-- bpext_explain_tier(): a row per plan node, the top node (the plan's
+-- totals) first; at each node counted, the tier hits and data-file reads
+-- make up PostgreSQL's own shared read count.  One plannable statement.
+SET max_parallel_workers_per_gather = 0;
+SELECT node, parent_node, level, node_type, relation,
+       tier_hits + data_file_reads = shared_read AS adds_up
+  FROM bpext_explain_tier('SELECT count(*) FROM prewarm_me');
+RESET max_parallel_workers_per_gather;
+SELECT * FROM bpext_explain_tier('SELECT 1; SELECT 2');
+SELECT * FROM bpext_explain_tier('VACUUM prewarm_me');

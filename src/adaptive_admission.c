@@ -67,8 +67,10 @@
 #include "utils/timestamp.h"
 
 #include "adaptive_admission.h"
-#include "bpext.h"
 #include "compat.h"
+#include "settings.h"
+#include "stats.h"
+#include "tier_control.h"
 
 /* Probe one tier hit in this many, per backend. */
 #define PROBE_EVERY			128

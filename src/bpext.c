@@ -3,9 +3,9 @@
  * bpext.c
  *	  Module entry point: wiring bpext into the server (settings, shared
  *	  memory, the storage-manager wrappers, hooks and workers).  The
- *	  settings and shared state themselves live in settings.c, which
- *	  depends on nothing else; this file sits on top and calls into the
- *	  rest.
+ *	  settings live in settings.c, which depends on nothing else, and
+ *	  the shared control block in tier_control.c; this file sits on top,
+ *	  calls into the rest, and exports nothing but _PG_init.
  *
  * bpext must be loaded through shared_preload_libraries: it patches the
  * storage-manager table in the postmaster so every process inherits it
@@ -17,10 +17,10 @@
  * Shared memory follows pg_stat_statements' two steps: the request hook
  * asks for the size computed by the same function the startup hook uses,
  * and the startup hook initialises the structures under AddinShmemInitLock
- * the first time (BpextControl in bpext.h, the map in tier_map.c, the store
- * queue in store_queue.c).  In the
- * postmaster it then decides whether the tier starts warm, before any
- * other process exists (warm_restart.c).
+ * the first time (BpextControl in tier_control.h, the map in tier_map.c,
+ * the store queue in store_queue.c).  In the postmaster it then decides
+ * whether the tier starts warm, before any other process exists
+ * (warm_restart.c).
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -33,18 +33,21 @@
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "db_hooks.h"
 #include "descriptors.h"
+#include "explain_tier.h"
 #include "io_watch.h"
 #include "page_crc.h"
 #include "progress.h"
+#include "query_reads.h"
 #include "scan_pool.h"
+#include "settings.h"
 #include "sizing.h"
 #include "slot_directory.h"
 #include "smgr_wrap.h"
 #include "stats.h"
 #include "store_queue.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_readers.h"
@@ -82,6 +85,7 @@ bpext_shmem_size(void)
 	size = add_size(size, bpext_progress_shmem_size());
 	size = add_size(size, bpext_sizing_shmem_size());
 	size = add_size(size, store_queue_shmem_size());
+	size = add_size(size, bpext_query_reads_shmem_size());
 	return size;
 }
 
@@ -131,6 +135,7 @@ bpext_shmem_startup(void)
 	bpext_progress_shmem_init(found);
 	bpext_sizing_shmem_init(found);
 	store_queue_shmem_init(found);
+	bpext_query_reads_shmem_init(found);
 	LWLockRelease(AddinShmemInitLock);
 
 	bpext_register_wait_events();
@@ -164,6 +169,10 @@ _PG_init(void)
 
 	bpext_install_smgr_wrappers();
 	bpext_install_db_hooks();
+	bpext_install_query_read_hooks();
+#if BPEXT_EXPLAIN_OPTIONS
+	bpext_install_explain_tier();
+#endif
 	bpext_register_worker();
 	bpext_register_scan_workers();
 

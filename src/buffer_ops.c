@@ -41,10 +41,11 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
-#include "bpext.h"
 #include "buffer_ops.h"
 #include "progress.h"
 #include "scan_pool.h"
+#include "settings.h"
+#include "sql_api.h"
 #include "tier_map.h"
 
 PG_FUNCTION_INFO_V1(bpext_drop_clean_buffers);
@@ -99,7 +100,7 @@ drop_clean_buffer(int i)
 		LWLockRelease(partition_lock);
 		return false;
 	}
-	CLEAR_BUFFERTAG(desc->tag);
+	bpext_clear_buffer_tag(desc->tag);
 	state &= ~(BUF_FLAG_MASK | BUF_USAGECOUNT_MASK);
 	UnlockBufHdr(desc, state);
 	BufTableDelete(&tag, hash);

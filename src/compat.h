@@ -22,21 +22,21 @@
  *	  buffer takes a share-exclusive lock, and hint bits are set only under
  *	  one); see BPEXT_BUFFER_LOCK_WRITE_IMAGE.
  *
- * The storage-manager read and write path differs by generation: 15 reads
- * and writes one block per call (smgr_wrap_block.c), 17 reads and writes
- * vectors of blocks and grows relations with zeroextend
- * (smgr_wrap_vectored.c), 18 does the same but reads shared-buffer misses
- * through asynchronous I/O (smgr_wrap_aio.c, on top of the vectored
+ * The storage-manager read and write path differs by generation: 15 and
+ * 16 read and write one block per call (smgr_wrap_block.c), 16 also grows
+ * relations with zeroextend (smgr_wrap.c), 17 reads and writes vectors of
+ * blocks (smgr_wrap_vectored.c), 18 does the same but reads shared-buffer
+ * misses through asynchronous I/O (smgr_wrap_aio.c, on top of the vectored
  * wrappers), and 19 is 18's generation (its smgr.h, md.h and aio.h are
- * 18's).  BPEXT_SMGR_VECTORED and BPEXT_SMGR_AIO say which are built.
+ * 18's).  BPEXT_SMGR_ZEROEXTEND, BPEXT_SMGR_VECTORED and BPEXT_SMGR_AIO say
+ * which are built.
  *
  * db_hooks.c also relies on RmgrTable being writable and on the
  * xl_dbase_create_file_copy_rec / _wal_log_rec / xl_dbase_drop_rec
  * records, both of which exist from 15 on unchanged through 19.
  *
- * 15, 17, 18 and 19 are built and tested.  16 is refused at compile time: no
- * package of its server headers can be had on the machines bpext is
- * tested on, and untested interposition is not something to ship.
+ * 15, 16, 17, 18 and 19 are built and tested (16: 16.2's headers, run on
+ * 16.2 and 16.14; see BPEXT_TRUNCATE_SHAPE_AT_START).
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -61,10 +61,7 @@
 #endif
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
-#error "bpext supports PostgreSQL 15, 17, 18 and 19; see src/compat.h"
-#endif
-#if PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 170000
-#error "bpext does not support PostgreSQL 16: it has never been built or tested against 16's server headers (see the README)"
+#error "bpext supports PostgreSQL 15 to 19; see src/compat.h"
 #endif
 
 /* Extensions name their own wait events from 17 on (wait_events.c). */
@@ -74,13 +71,26 @@
 #define BPEXT_HAS_PG_NUMA (PG_VERSION_NUM >= 180000)
 
 /*
- * smgr_truncate gained an "old_blocks" argument in 15.11 and 17.3
- * (smgrtruncate2).  A server whose minor release is on the other side of
- * that change than the headers we were built with would call our wrapper
- * with the wrong arguments; interpose.c refuses to start in that case.
- * The audited range starts at the change: older minor releases of a
- * supported major are refused at start.
+ * smgr_truncate gained an "old_blocks" argument in 15.11, 16.7 and 17.3
+ * (with smgrtruncate2, which those releases added).  A server whose minor
+ * release is on the other side of that change than the headers we were
+ * built with would call our wrapper with the wrong arguments.
+ *
+ * On 15 and 17, interpose.c refuses to start in that case, and the audited
+ * range starts at the change: older minor releases are refused at start.
+ *
+ * On 16 one build serves both sides (BPEXT_TRUNCATE_SHAPE_AT_START): it
+ * has a wrapper of each shape, and interpose.c installs the one of the
+ * server it runs in, which it knows from server_version_num and from
+ * whether the server exports smgrtruncate2; if those two disagree it
+ * refuses to start.  16.2 is what the registries reachable here carry with
+ * headers, and every 16 user is on 16.7 or later.  The shape that the
+ * headers do not declare is written down here; it is the shape 15.11's and
+ * 17.3's headers declare, which their builds check.
+ *
+ * BPEXT_TRUNCATE_HAS_OLD_BLOCKS is the shape of the headers.
  */
+#define BPEXT_TRUNCATE_SHAPE_AT_START (PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 170000)
 #if PG_VERSION_NUM >= 190000
 #define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
 #define BPEXT_TRUNCATE_SPLIT_IN_MINOR 0
@@ -99,6 +109,13 @@
 #define BPEXT_AUDITED_MIN_VERSION_NUM	170003
 #define BPEXT_AUDITED_MAX_VERSION_NUM	179999
 #define BPEXT_TRUNCATE_CHANGED_IN		"17.3"
+#elif PG_VERSION_NUM >= 160000
+#define BPEXT_TRUNCATE_HAS_OLD_BLOCKS (PG_VERSION_NUM >= 160007)
+#define BPEXT_TRUNCATE_SPLIT_IN_MINOR 1
+#define BPEXT_AUDITED_MIN_VERSION_NUM	160000
+#define BPEXT_AUDITED_MAX_VERSION_NUM	169999
+#define BPEXT_TRUNCATE_CHANGED_IN		"16.7"
+#define BPEXT_TRUNCATE_CHANGED_AT		160007
 #elif PG_VERSION_NUM >= 150011
 #define BPEXT_TRUNCATE_HAS_OLD_BLOCKS 1
 #define BPEXT_TRUNCATE_SPLIT_IN_MINOR 1
@@ -133,8 +150,14 @@
  *
  * 18 adds maxcombine (10), startreadv (12) and fd (19) and completes reads
  * in md's AIO callback: smgr_wrap_aio.c says how a tier hit is completed.
- * 19's table is 18's, slot for slot.
+ * 19's table is 18's, slot for slot.  16's table is the same in 16.2 and
+ * 16.14 (read off both servers' smgrsw symbol); only the truncate slot's
+ * arguments differ (above).
+ *
+ * Relations grow through zeroextend from 16 on; bpext wraps it in every
+ * generation that has it (smgr_wrap.c).
  */
+#define BPEXT_SMGR_ZEROEXTEND (PG_VERSION_NUM >= 160000)
 #if PG_VERSION_NUM >= 180000
 #define BPEXT_SMGR_VECTORED 1
 #define BPEXT_SMGR_AIO 1
@@ -173,6 +196,22 @@
 #define BPEXT_SLOT_PREFETCH		9
 #define BPEXT_SLOT_READV		10
 #define BPEXT_SLOT_WRITEV		11
+#define BPEXT_SLOT_TRUNCATE		14
+#elif PG_VERSION_NUM >= 160000
+#define BPEXT_SMGR_VECTORED 0
+#define BPEXT_SMGR_AIO 0
+#define BPEXT_MD_SLOTS \
+	(void *) mdinit, NULL, (void *) mdopen, (void *) mdclose, \
+	(void *) mdcreate, (void *) mdexists, (void *) mdunlink, \
+	(void *) mdextend, (void *) mdzeroextend, (void *) mdprefetch, \
+	(void *) mdread, (void *) mdwrite, (void *) mdwriteback, \
+	(void *) mdnblocks, (void *) mdtruncate, (void *) mdimmedsync
+#define BPEXT_SLOT_CREATE		4
+#define BPEXT_SLOT_UNLINK		6
+#define BPEXT_SLOT_EXTEND		7
+#define BPEXT_SLOT_ZEROEXTEND	8
+#define BPEXT_SLOT_READ			10
+#define BPEXT_SLOT_WRITE		11
 #define BPEXT_SLOT_TRUNCATE		14
 #else
 #define BPEXT_SMGR_VECTORED 0
@@ -250,11 +289,11 @@ typedef RelFileNodeBackend BpextRelFileBackend;
 
 /*
  * A process leaving with buffer I/O under way must end it before letting
- * go of its pins.  Until 16 that is AbortBufferIO(); from 17 on the
- * resource owner tracks buffer I/O and releases it with the pins
+ * go of its pins.  On 15 that is AbortBufferIO(); from 16 on the resource
+ * owner tracks buffer I/O and releases it with the pins
  * (ResourceOwnerRelease, RESOURCE_RELEASE_BEFORE_LOCKS).
  */
-#if PG_VERSION_NUM >= 170000
+#if PG_VERSION_NUM >= 160000
 #define bpext_abort_buffer_io()			((void) 0)
 #else
 #define bpext_abort_buffer_io()			AbortBufferIO()
@@ -262,8 +301,15 @@ typedef RelFileNodeBackend BpextRelFileBackend;
 
 /*
  * Dropping one clean, unpinned shared buffer.  17 has a public function
- * for it; 15 has none, so buffer_ops.c does what InvalidateBuffer does.
+ * for it; 15 and 16 have none, so buffer_ops.c does what InvalidateBuffer
+ * does, which clears the buffer's tag with CLEAR_BUFFERTAG on 15 and
+ * ClearBufferTag on 16.
  */
+#if PG_VERSION_NUM >= 160000
+#define bpext_clear_buffer_tag(tag)		ClearBufferTag(&(tag))
+#else
+#define bpext_clear_buffer_tag(tag)		CLEAR_BUFFERTAG(tag)
+#endif
 #if PG_VERSION_NUM >= 180000
 #define BPEXT_HAVE_EVICT_UNPINNED_BUFFER 1
 /* 18 also reports whether the buffer had to be written out first. */
@@ -295,6 +341,50 @@ bpext_evict_unpinned_buffer(Buffer buffer)
 #define BPEXT_TRUNCATE_OLD_BLOCKS(old_blocks)	InvalidBlockNumber
 #define bpext_mdtruncate(reln, forknum, old_blocks, nblocks) \
 	mdtruncate(reln, forknum, nblocks)
+#endif
+
+#if BPEXT_TRUNCATE_SHAPE_AT_START
+/*
+ * 16: smgr_truncate in each of its two shapes, and md's truncate called in
+ * either: a server calls bpext's wrapper, and bpext calls mdtruncate, in
+ * the shape of that server, which is the headers' shape or the other one.
+ * The headers declare one of the two (checked below); the other is 15.11's
+ * and 17.3's (with old_blocks) or 16.6's (without).  The casts go through
+ * void (*) (void), the type GCC lets convert to any function type.
+ */
+typedef void (*BpextTruncateWithOldBlocks) (SMgrRelation reln,
+											ForkNumber forknum,
+											BlockNumber old_blocks,
+											BlockNumber nblocks);
+typedef void (*BpextTruncateWithoutOldBlocks) (SMgrRelation reln,
+											   ForkNumber forknum,
+											   BlockNumber nblocks);
+
+StaticAssertDecl(__builtin_types_compatible_p(__typeof__(&mdtruncate),
+											  BpextTruncateWithOldBlocks) ==
+				 BPEXT_TRUNCATE_HAS_OLD_BLOCKS &&
+				 __builtin_types_compatible_p(__typeof__(&mdtruncate),
+											  BpextTruncateWithoutOldBlocks) ==
+				 !BPEXT_TRUNCATE_HAS_OLD_BLOCKS,
+				 "mdtruncate has neither of the shapes 16 has had");
+
+static inline void
+bpext_mdtruncate_with_old_blocks(SMgrRelation reln, ForkNumber forknum,
+								 BlockNumber old_blocks, BlockNumber nblocks)
+{
+	BpextTruncateWithOldBlocks md = (BpextTruncateWithOldBlocks) (void (*) (void)) mdtruncate;
+
+	md(reln, forknum, old_blocks, nblocks);
+}
+
+static inline void
+bpext_mdtruncate_without_old_blocks(SMgrRelation reln, ForkNumber forknum,
+									BlockNumber nblocks)
+{
+	BpextTruncateWithoutOldBlocks md = (BpextTruncateWithoutOldBlocks) (void (*) (void)) mdtruncate;
+
+	md(reln, forknum, nblocks);
+}
 #endif
 
 /*
@@ -415,11 +505,92 @@ bpext_md_open_segment_fd(SMgrRelation reln, ForkNumber fork,
 	return FileGetRawDesc(seg->mdfd_vfd);
 }
 
-/* Page images passed to extend and write: const from 16 on. */
+/*
+ * Page images passed to extend and write (const from 16 on), and the
+ * buffer a single-block read fills (void * from 16 on).
+ */
 #if PG_VERSION_NUM >= 160000
 typedef const void *BpextPageIn;
+typedef void *BpextPageOut;
 #else
 typedef char *BpextPageIn;
+typedef char *BpextPageOut;
+#endif
+
+/*
+ * The PGPROC number of another process (a parallel worker's leader), the
+ * index of per-process shared arrays.  GetNumberFromPGProc from 17 on.
+ */
+#if PG_VERSION_NUM >= 170000
+#define BPEXT_PROC_NUMBER(proc)			((int) GetNumberFromPGProc(proc))
+#else
+#define BPEXT_PROC_NUMBER(proc)			((proc)->pgprocno)
+#endif
+
+/*
+ * Extensions can add their own EXPLAIN options, with hooks that print
+ * per plan and per node, from 18 on (RegisterExtensionExplainOption,
+ * explain_per_plan_hook, explain_per_node_hook); before that bpext offers
+ * a function instead (explain_function.c).  19 gives each option a check
+ * for the setting that sets EXPLAIN's defaults.
+ */
+#define BPEXT_EXPLAIN_OPTIONS (PG_VERSION_NUM >= 180000)
+#if PG_VERSION_NUM >= 190000
+#define bpext_register_explain_option(name, handler) \
+	RegisterExtensionExplainOption(name, handler, GUCCheckBooleanExplainOption)
+#elif PG_VERSION_NUM >= 180000
+#define bpext_register_explain_option(name, handler) \
+	RegisterExtensionExplainOption(name, handler)
+#endif
+
+/* ExecutorRun lost its execute_once argument in 18. */
+#if PG_VERSION_NUM >= 180000
+#define BPEXT_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define BPEXT_EXECUTOR_RUN_PASS		queryDesc, direction, count
+#define bpext_executor_run_once(queryDesc) \
+	ExecutorRun(queryDesc, ForwardScanDirection, 0)
+#else
+#define BPEXT_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, \
+	bool execute_once
+#define BPEXT_EXECUTOR_RUN_PASS		queryDesc, direction, count, execute_once
+#define bpext_executor_run_once(queryDesc) \
+	ExecutorRun(queryDesc, ForwardScanDirection, 0, true)
+#endif
+
+/* pg_plan_query takes the ExplainState of an EXPLAIN from 19 on. */
+#if PG_VERSION_NUM >= 190000
+#define bpext_plan_query(query, text, options) \
+	pg_plan_query(query, text, options, NULL, NULL)
+#else
+#define bpext_plan_query(query, text, options) \
+	pg_plan_query(query, text, options, NULL)
+#endif
+
+/*
+ * A plan node's buffer counts: in its Instrumentation until 18, in the
+ * general Instrumentation inside its NodeInstrumentation from 19 on.
+ */
+#if PG_VERSION_NUM >= 190000
+#define BPEXT_NODE_BUFUSAGE(instrument)	(&(instrument)->instr.bufusage)
+#else
+#define BPEXT_NODE_BUFUSAGE(instrument)	(&(instrument)->bufusage)
+#endif
+
+/*
+ * Walking a plan-state tree.  16 gave planstate_tree_walker's walker a
+ * prototype; 15's parameter has none, which a C23 compiler reads as a
+ * function of no arguments.  The cast through void (*) (void), which
+ * matches every function type, keeps -Wcast-function-type quiet.
+ */
+#if PG_VERSION_NUM >= 160000
+#define bpext_planstate_tree_walker(planstate, walker, context) \
+	planstate_tree_walker(planstate, walker, context)
+#else
+#define bpext_planstate_tree_walker(planstate, walker, context) \
+	planstate_tree_walker(planstate, \
+						  (bool (*) ()) (void (*) (void)) (walker), context)
 #endif
 
 /*

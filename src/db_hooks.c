@@ -59,8 +59,8 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "bpext.h"
 #include "db_hooks.h"
+#include "tier_control.h"
 #include "tier_map.h"
 #include "tier_scans.h"
 

@@ -55,10 +55,12 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "descriptors.h"
 #include "scan_pool.h"
+#include "settings.h"
+#include "sql_api.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_io.h"
 #include "tier_map.h"

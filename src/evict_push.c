@@ -68,8 +68,9 @@
  * buffer whose hints were set during recovery), setting a hint bit does not
  * dirty the buffer, so the tier can hold the page with hint bits its file
  * lacks.  Such a page is exactly as valid: hint bits only cache commit
- * status that the page's tuples already imply.  The README states this as
- * the exact guarantee, and test/t/009_tier_bytes.pl checks it bit by bit.
+ * status that the page's tuples already imply.  doc/how-it-works.md states
+ * this as the exact guarantee, and test/t/009_tier_bytes.pl checks it bit
+ * by bit.
  *
  * Runs only in the bpext worker, under its resource owner.
  *
@@ -85,8 +86,10 @@
 #include "storage/bufpage.h"
 #include "utils/memutils.h"
 
-#include "bpext.h"
 #include "evict_push.h"
+#include "settings.h"
+#include "stats.h"
+#include "tier_control.h"
 #include "tier_io.h"
 
 #define PUSH_BATCH_PAGES	64

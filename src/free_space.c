@@ -40,8 +40,8 @@
 
 #include "miscadmin.h"
 
-#include "bpext.h"
 #include "free_space.h"
+#include "settings.h"
 #include "test_hooks.h"
 
 #define MB(bytes)			((unsigned long long) ((bytes) >> 20))

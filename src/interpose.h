@@ -22,9 +22,17 @@ typedef struct BpextSmgrWrappers
 	__typeof__(&mdcreate) create;
 	__typeof__(&mdunlink) unlink;
 	__typeof__(&mdextend) extend;
+#if BPEXT_TRUNCATE_SHAPE_AT_START
+	/* Both shapes; the server's is installed (compat.h). */
+	BpextTruncateWithOldBlocks truncate_with_old_blocks;
+	BpextTruncateWithoutOldBlocks truncate_without_old_blocks;
+#else
 	__typeof__(&mdtruncate) truncate;
-#if BPEXT_SMGR_VECTORED
+#endif
+#if BPEXT_SMGR_ZEROEXTEND
 	__typeof__(&mdzeroextend) zeroextend;
+#endif
+#if BPEXT_SMGR_VECTORED
 	__typeof__(&mdprefetch) prefetch;
 	__typeof__(&mdreadv) readv;
 	__typeof__(&mdwritev) writev;

@@ -47,9 +47,10 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "io_watch.h"
+#include "settings.h"
+#include "tier_control.h"
 
 /* Look at the other processes' stamps at most this often. */
 #define WATCH_INTERVAL_US	(100 * 1000)

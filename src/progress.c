@@ -42,8 +42,9 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "bpext.h"
 #include "progress.h"
+#include "sql_api.h"
+#include "tier_control.h"
 
 PG_FUNCTION_INFO_V1(bpext_progress_1_3);
 

@@ -48,6 +48,12 @@
  * set it FILLING until it is READY, then to the leader until FREE.  The
  * history ring is under history_lock.
  *
+ * The pool is one file, long as it is, because it is one protocol: every
+ * path through a scan (claiming, handing over, giving back, reclaiming a
+ * lost worker's task, cancelling) must keep to the rules above, while
+ * each kind of scan only brings its units and rows (buffer_ops.c,
+ * descriptors.c, summary.c, tier_scans.c, prewarm.c).
+ *
  * Copyright (c) 2026, bpext developers
  *
  *-------------------------------------------------------------------------
@@ -80,13 +86,15 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "bpext.h"
 #include "buffer_ops.h"
 #include "descriptors.h"
 #include "prewarm.h"
 #include "progress.h"
 #include "scan_pool.h"
+#include "settings.h"
+#include "sql_api.h"
 #include "summary.h"
+#include "tier_control.h"
 #include "tier_map.h"
 #include "tier_scans.h"
 #include "wait_events.h"

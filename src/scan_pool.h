@@ -101,13 +101,6 @@ extern const BpextScanArgs *bpext_scan_args(BpextScan *scan);
 extern void bpext_scan_count(BpextScan *scan, uint64 scanned, uint64 iterated);
 extern void bpext_scan_emit(BpextScan *scan, Datum *values, bool *nulls);
 
-/* Settings (bpext.c). */
-extern int	bpext_scan_workers;
-extern bool bpext_parallel_scan;
-extern int	bpext_scan_task_buffers;
-extern int	bpext_log_scan_min_duration_ms;
-extern int	bpext_scan_task_delay_ms;
-
 extern int	bpext_scan_pool_size(void);
 extern Size bpext_scan_pool_shmem_size(void);
 extern void bpext_scan_pool_shmem_init(bool found);

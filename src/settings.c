@@ -1,15 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * settings.c
- *	  bpext's settings (the bpext.* GUCs) and the pointer to its shared
- *	  control block: the state every other file reads.
+ *	  bpext's settings (the bpext.* GUCs).
  *
  * This file calls into no other part of bpext, so that everything can
  * depend on it and it on nothing: _PG_init (bpext.c) defines the settings
- * through bpext_define_settings and sets BpextCtl up in shared memory.
+ * through bpext_define_settings.
  *
- * Locking: the variables are per process, set by the GUC machinery; see
- * bpext.h for the protocol of the control block.
+ * Locking: the variables are per process, set by the GUC machinery.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -21,13 +19,10 @@
 
 #include "utils/guc.h"
 
-#include "bpext.h"
-#include "scan_pool.h"
-#include "sizing.h"
+#include "settings.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_readers.h"
-
-BpextControl *BpextCtl = NULL;
 
 char	   *bpext_path = NULL;
 int			bpext_size_mb = 0;
@@ -50,6 +45,7 @@ bool		bpext_parallel_scan = true;
 int			bpext_scan_task_buffers = 16384;
 int			bpext_log_scan_min_duration_ms = 10000;
 int			bpext_scan_task_delay_ms = 0;
+int			bpext_log_tier_reads_min_duration_ms = -1;
 
 bool		bpext_sizing = true;
 int			bpext_sizing_memory_kb = 4096;
@@ -393,6 +389,16 @@ bpext_define_settings(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("bpext.log_tier_reads_min_duration",
+							"Log the tier hits and data-file reads of statements that take at least this long; -1 disables.",
+							"0 logs every statement.  Parallel workers' reads are included.",
+							&bpext_log_tier_reads_min_duration_ms,
+							-1,
+							-1, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("bpext.scan_task_delay",
 							"Developer option: scan workers sleep this long before each task of a scan a client backend asked for.",
 							"For testing query cancellation and the loss of a worker during a scan.",
@@ -405,7 +411,7 @@ bpext_define_settings(void)
 
 	DefineCustomBoolVariable("bpext.sizing",
 							 "Feed the tier sizing advisor (the bpext_sizing view) with the shared-buffer miss stream.",
-							 "It works with the tier off too; see the README on reading the curve.",
+							 "It works with the tier off too; doc/sizing.md says how to read the curve.",
 							 &bpext_sizing,
 							 true,
 							 PGC_SIGHUP,

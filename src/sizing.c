@@ -54,11 +54,11 @@
  *	  write_policy = invalidate the clean page is pushed when it is
  *	  evicted).  A dirty page written by the backend that evicts it, under
  *	  invalidate, is not in the tier afterwards but counts as in it here.
- *	- Replacement: the tier's CLOCK with usage counts (tier_map.c
+ *	- Replacement: the tier's CLOCK with usage counts (tier_map_slots.c
  *	  tier_map_alloc_slot: bumped by hits, up to 3) approximates LRU, as
  *	  PostgreSQL's own clock sweep does; the stack distance is the LRU
  *	  answer.  How far CLOCK differs on the bench's workloads is measured
- *	  in the README's accuracy table (or said there not to be yet).
+ *	  in doc/sizing.md's accuracy table (or said there not to be yet).
  *	- Not modelled: pages read through ring strategies (big sequential
  *	  scans, VACUUM) never meet the clock hand and are not pushed under
  *	  admission = evict, but count here as admitted; pages of dropped or
@@ -109,8 +109,10 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "bpext.h"
+#include "settings.h"
 #include "sizing.h"
+#include "sql_api.h"
+#include "tier_control.h"
 #include "tier_map.h"
 
 PG_FUNCTION_INFO_V1(bpext_sizing_1_3);
@@ -632,8 +634,7 @@ bpext_sizing_sweep_shared_buffers(void)
 		next_buffer = (next_buffer + 1) % NBuffers;
 		state = LockBufHdr(desc);
 		valid = (state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID);
-		if (valid)
-			tag = desc->tag;
+		tag = desc->tag;
 		bpext_unlock_buf_hdr(desc, state);
 		if (!valid)
 			continue;
@@ -745,10 +746,9 @@ hit_ratio_at(const SizingSnapshot *snap, double pages)
  * pages in shared buffers about the share h that came from the tier is in
  * the tier as well.  The tier's hit ratio h is therefore the h for which
  * h = hit_ratio_at(tier_pages + NBuffers * (1 - h)); the right-hand side
- * falls as h grows, so there is one, found by bisection.  On the bench's
- * uniform and skewed workloads this is within a point or two of the
- * measured ratio, where the stack alone (no sweep, no shared buffers) was
- * 8 to 10 points low at a quarter of the hot set.
+ * falls as h grows, so there is one, found by bisection.  The stack alone
+ * (no sweep, no shared buffers) would count the pages shared buffers hold
+ * as misses and underestimate the ratio.
  */
 static double
 tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)

@@ -22,11 +22,7 @@
 #include "storage/smgr.h"
 
 #include "compat.h"
-
-/* Settings (settings.c). */
-extern bool bpext_sizing;
-extern int	bpext_sizing_memory_kb;
-extern double bpext_sizing_sample_rate;
+#include "settings.h"
 
 /*
  * The sampling threshold: a page is sampled when its hash is at most this.

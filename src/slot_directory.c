@@ -11,7 +11,7 @@
  * changes: one entry per slot (the map's own fields: relation entry,
  * block, generation and CRC), 511 entries to an 8 kB chunk, and a bitmap
  * in shared memory with one bit per chunk that says the map changed since
- * the chunk was last written.  tier_map.c sets the bit whenever it
+ * the chunk was last written.  tier_map_index.c sets the bit whenever it
  * publishes or unlinks a slot; the bpext worker writes the dirty chunks
  * every round (slot_directory_flush); at exit the postmaster writes what
  * is still dirty, then the relation table, then the header
@@ -57,12 +57,11 @@
 #include "port/pg_bitutils.h"
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "postmaster_io.h"
 #include "slot_directory.h"
 #include "tier_file.h"
-#include "tier_writer.h"
 #include "tier_map.h"
+#include "tier_writer.h"
 
 /* Chunks written with one pwritev. */
 #define DIR_RUN_CHUNKS		32

@@ -26,7 +26,7 @@ typedef struct SlotDirEntry
 extern Size slot_directory_shmem_size(uint32 max_slots);
 extern void slot_directory_shmem_init(uint32 max_slots, bool found);
 
-/* tier_map.c: a slot was published or unlinked. */
+/* tier_map_index.c: a slot was published or unlinked. */
 extern void slot_directory_note_change(uint32 slot);
 
 /* The worker, when it takes a file or resizes it. */

@@ -15,9 +15,10 @@
 
 #include "miscadmin.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "interpose.h"
+#include "settings.h"
+#include "tier_control.h"
 
 extern void bpext_install_smgr_wrappers(void);
 
@@ -87,6 +88,16 @@ bpext_smgr_dual_write_wanted(SMgrRelation reln)
 	return bpext_write_policy == BPEXT_WRITE_DUAL && bpext_smgr_serves(reln) &&
 		CritSectionCount == 0 && MyBackendType != B_CHECKPOINTER &&
 		!bpext_admission_paused();
+}
+
+/*
+ * Store the pages read from data files (bpext.admission = read)?  Not
+ * while admission is paused.
+ */
+static inline bool
+bpext_read_admission_wanted(void)
+{
+	return bpext_admission == BPEXT_ADMIT_READ && !bpext_admission_paused();
 }
 
 #endif							/* BPEXT_SMGR_WRAP_H */

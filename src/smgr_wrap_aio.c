@@ -121,7 +121,9 @@
 
 #include "adaptive_admission.h"
 #include "descriptors.h"
+#include "settings.h"
 #include "sizing.h"
+#include "stats.h"
 #include "tier_io.h"
 #include "tier_map.h"
 

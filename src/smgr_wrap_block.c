@@ -2,7 +2,7 @@
  *
  * smgr_wrap_block.c
  *	  The read and write wrappers of storage managers that move one block
- *	  per call (PostgreSQL 15: smgr_read, smgr_write).
+ *	  per call (PostgreSQL 15 and 16: smgr_read, smgr_write).
  *
  *	read		look the page up in the tier; on a hit serve it, else call
  *				mdread (and, with bpext.admission = read, queue what md
@@ -30,15 +30,18 @@
 
 #include "adaptive_admission.h"
 #include "descriptors.h"
+#include "settings.h"
 #include "sizing.h"
+#include "stats.h"
 #include "store_queue.h"
 #include "tier_io.h"
 #include "tier_map.h"
 
 static void bpext_read(SMgrRelation reln, ForkNumber forknum,
-					   BlockNumber blocknum, char *buffer);
+					   BlockNumber blocknum, BpextPageOut buffer);
 static void bpext_write(SMgrRelation reln, ForkNumber forknum,
-						BlockNumber blocknum, char *buffer, bool skipFsync);
+						BlockNumber blocknum, BpextPageIn buffer,
+						bool skipFsync);
 
 BPEXT_ASSERT_WRAPS(bpext_read, mdread);
 BPEXT_ASSERT_WRAPS(bpext_write, mdwrite);
@@ -50,7 +53,7 @@ BPEXT_ASSERT_WRAPS(bpext_write, mdwrite);
  */
 static void
 bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
-		   char *buffer)
+		   BpextPageOut buffer)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	TierAdmitTicket ticket;
@@ -63,12 +66,10 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	{
 		INSTR_TIME_SET_CURRENT(start);
 		mdread(reln, forknum, blocknum, buffer);
-		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
+		read_us = bpext_microseconds_since(start);
+		bpext_note_buffer_read(buffer, read_us);
 		if (bpext_smgr_tracks(reln))
-		{
-			bpext_stats_count_read(false);
-			BPEXT_COUNT(data_file_read_calls, 1);
-		}
+			bpext_stats_count_data_file_read(1, true, read_us);
 		return;
 	}
 
@@ -78,8 +79,6 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		bpext_adaptive_note_hit(reln, forknum, blocknum);
 		return;
 	}
-	bpext_stats_count_read(false);
-	BPEXT_COUNT(data_file_read_calls, 1);
 
 	if (bpext_read_admission_wanted())
 		admit = tier_map_begin_admit(rfile, forknum, blocknum, &ticket);
@@ -101,20 +100,22 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
-		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
+		read_us = bpext_microseconds_since(start);
 		store_queue_put(rfile, forknum, blocknum, buffer, &ticket,
 						BPEXT_SOURCE_READ);
 	}
 	else
 	{
 		mdread(reln, forknum, blocknum, buffer);
-		bpext_note_buffer_read(buffer, bpext_microseconds_since(start));
+		read_us = bpext_microseconds_since(start);
 	}
+	bpext_note_buffer_read(buffer, read_us);
+	bpext_stats_count_data_file_read(1, true, read_us);
 }
 
 static void
 bpext_write(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
-			char *buffer, bool skipFsync)
+			BpextPageIn buffer, bool skipFsync)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	char	   *image;

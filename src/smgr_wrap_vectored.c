@@ -2,8 +2,8 @@
  *
  * smgr_wrap_vectored.c
  *	  The read and write wrappers of storage managers that move vectors of
- *	  blocks (PostgreSQL 17: smgr_readv, smgr_writev, smgr_zeroextend,
- *	  smgr_prefetch).
+ *	  blocks (PostgreSQL 17: smgr_readv, smgr_writev, smgr_prefetch;
+ *	  smgr_zeroextend is smgr_wrap.c's, as 16 has it too).
  *
  *	readv		serve, block by block, what the tier holds; read each
  *				contiguous run of the other blocks from the data file with
@@ -21,9 +21,6 @@
  *				Several-block writes (which 17's own code does not issue:
  *				FlushBuffer and the bulk writer write one block per call)
  *				are only invalidated.
- *	zeroextend	invalidate the new blocks before and after mdzeroextend:
- *				most relations grow this way from 16 on, and a block
- *				reused after a truncation must not be served its old image.
  *	prefetch	ask md to prefetch only the runs of blocks the tier will
  *				not serve, so that a tier hit does not also cost a
  *				data-file read ahead of time.
@@ -49,7 +46,9 @@
 
 #include "adaptive_admission.h"
 #include "descriptors.h"
+#include "settings.h"
 #include "sizing.h"
+#include "stats.h"
 #include "store_queue.h"
 #include "tier_io.h"
 #include "tier_map.h"
@@ -60,15 +59,11 @@ static void bpext_readv(SMgrRelation reln, ForkNumber forknum,
 static void bpext_writev(SMgrRelation reln, ForkNumber forknum,
 						 BlockNumber blocknum, const void **buffers,
 						 BlockNumber nblocks, bool skipFsync);
-static void bpext_zeroextend(SMgrRelation reln, ForkNumber forknum,
-							 BlockNumber blocknum, int nblocks,
-							 bool skipFsync);
 static bool bpext_prefetch(SMgrRelation reln, ForkNumber forknum,
 						   BlockNumber blocknum, int nblocks);
 
 BPEXT_ASSERT_WRAPS(bpext_readv, mdreadv);
 BPEXT_ASSERT_WRAPS(bpext_writev, mdwritev);
-BPEXT_ASSERT_WRAPS(bpext_zeroextend, mdzeroextend);
 BPEXT_ASSERT_WRAPS(bpext_prefetch, mdprefetch);
 
 /* Blocks [first, first + nblocks) of the fork are changing in the file. */
@@ -153,15 +148,12 @@ void
 bpext_count_data_file_read(SMgrRelation reln, void **buffers,
 						   BlockNumber nblocks, bool timed, uint64 elapsed_us)
 {
-	bool		tracked = bpext_smgr_tracks(reln);
 	BlockNumber i;
 
-	if (tracked)
-		BPEXT_COUNT(data_file_read_calls, 1);
+	if (bpext_smgr_tracks(reln))
+		bpext_stats_count_data_file_read(nblocks, timed, elapsed_us);
 	for (i = 0; i < nblocks; i++)
 	{
-		if (tracked)
-			bpext_stats_count_read(false);
 		if (timed)
 			bpext_note_buffer_read(buffers[i], elapsed_us);
 		else
@@ -246,21 +238,6 @@ bpext_writev(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	bpext_smgr_store_written(rfile, forknum, blocknum, image);
 }
 
-static void
-bpext_zeroextend(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
-				 int nblocks, bool skipFsync)
-{
-	bool		tracked = bpext_smgr_tracks(reln) && nblocks > 0;
-
-	if (tracked)
-		invalidate_blocks(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum,
-						  (BlockNumber) nblocks);
-	mdzeroextend(reln, forknum, blocknum, nblocks, skipFsync);
-	if (tracked)
-		invalidate_blocks(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum,
-						  (BlockNumber) nblocks);
-}
-
 static bool
 bpext_prefetch(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			   int nblocks)
@@ -295,7 +272,6 @@ bpext_fill_read_write_wrappers(BpextSmgrWrappers *wrappers)
 {
 	wrappers->readv = bpext_readv;
 	wrappers->writev = bpext_writev;
-	wrappers->zeroextend = bpext_zeroextend;
 	wrappers->prefetch = bpext_prefetch;
 }
 

@@ -38,9 +38,12 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "bpext.h"
 #include "free_space.h"
+#include "settings.h"
 #include "slot_directory.h"
+#include "sql_api.h"
+#include "stats.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "wait_events.h"
@@ -54,6 +57,7 @@ PG_FUNCTION_INFO_V1(bpext_stats_1_2);
 PG_FUNCTION_INFO_V1(bpext_stats_1_4);
 PG_FUNCTION_INFO_V1(bpext_stats_reset);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_0);
+PG_FUNCTION_INFO_V1(bpext_database_stats_1_4);
 PG_FUNCTION_INFO_V1(bpext_enable);
 PG_FUNCTION_INFO_V1(bpext_disable);
 PG_FUNCTION_INFO_V1(bpext_resize);
@@ -356,13 +360,20 @@ bpext_stats_reset(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* The columns bpext_database_stats has had since 1.0, and since 1.4. */
+#define DATABASE_STATS_COLUMNS_1_0	4
+#define DATABASE_STATS_COLUMNS_1_4	7
+
 /*
  * Per database: pages served from the tier beside pages read from data
- * files, as Aurora shows orcache_blks_hit beside storage_blks_read.
+ * files, as Aurora shows orcache_blks_hit beside storage_blks_read, and
+ * (1.4) the time spent in each, as its orcache_blk_read_time and
+ * storage_blk_read_time, with the data-file reads bpext could not time
+ * (18's asynchronous reads) so that a mean can be taken over the others.
  * Counted by the database of the process that read them.
  */
-Datum
-bpext_database_stats_1_0(PG_FUNCTION_ARGS)
+static void
+database_stats(FunctionCallInfo fcinfo, bool with_read_times)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	BpextDatabaseCounters *dbs;
@@ -375,19 +386,42 @@ bpext_database_stats_1_0(PG_FUNCTION_ARGS)
 	n = bpext_stats_by_database(&dbs);
 	for (d = 0; d < n; d++)
 	{
-		Datum		values[4];
-		bool		nulls[4] = {0};
-		uint64		total = dbs[d].tier_reads + dbs[d].data_file_reads;
+		const BpextReadCounts *r = &dbs[d].reads;
+		Datum		values[DATABASE_STATS_COLUMNS_1_4];
+		bool		nulls[DATABASE_STATS_COLUMNS_1_4] = {0};
+		uint64		total = r->tier_reads + r->data_file_reads;
 
 		values[0] = ObjectIdGetDatum(dbs[d].dbid);
-		values[1] = Int64GetDatum(dbs[d].tier_reads);
-		values[2] = Int64GetDatum(dbs[d].data_file_reads);
+		values[1] = Int64GetDatum(r->tier_reads);
+		values[2] = Int64GetDatum(r->data_file_reads);
 		if (total > 0)
-			values[3] = Float8GetDatum((double) dbs[d].tier_reads / total);
+			values[3] = Float8GetDatum((double) r->tier_reads / total);
 		else
 			nulls[3] = true;
+		if (with_read_times)
+		{
+			values[DATABASE_STATS_COLUMNS_1_0] =
+				Float8GetDatum(r->tier_read_us / 1000.0);
+			values[DATABASE_STATS_COLUMNS_1_0 + 1] =
+				Float8GetDatum(r->data_file_read_us / 1000.0);
+			values[DATABASE_STATS_COLUMNS_1_0 + 2] =
+				Int64GetDatum(r->data_file_reads_untimed);
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+}
+
+Datum
+bpext_database_stats_1_0(PG_FUNCTION_ARGS)
+{
+	database_stats(fcinfo, false);
+	return (Datum) 0;
+}
+
+Datum
+bpext_database_stats_1_4(PG_FUNCTION_ARGS)
+{
+	database_stats(fcinfo, true);
 	return (Datum) 0;
 }
 

@@ -12,11 +12,13 @@
  * never cleared: a new process reusing a pgprocno keeps adding to them.
  *
  * Per-database figures (the tier reads and data-file reads of processes
- * connected to a database, as pg_stat_database counts blks_read) come from
- * the same counters: a slot records the database it counts for and its
- * counter values when it started to, and when it starts counting for
- * another database, the difference is folded into a shared per-database
- * table under control_lock.
+ * connected to a database and their read times, as pg_stat_database counts
+ * blks_read and blk_read_time) come from the same counters: a slot records
+ * the database it counts for and its read counts (BpextReadCounts) when it
+ * started to, and when it starts counting for another database, the
+ * difference is folded into a shared per-database table under
+ * control_lock.  Every read is counted, time included, after that check,
+ * so a read is never split between two databases.
  *
  * Resets never write other processes' slots: bpext_stats_reset() stores
  * the current sums as a baseline, and the views report the difference.
@@ -32,9 +34,9 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "stats.h"
+#include "tier_control.h"
 
 #define BPEXT_MAX_DATABASES 256
 
@@ -42,8 +44,7 @@ typedef struct ProcCounters
 {
 	BpextCounters c;
 	Oid			dbid;			/* database the counters below count for */
-	uint64		db_base_tier_reads;
-	uint64		db_base_data_file_reads;
+	BpextReadCounts db_base;	/* read counts when it started to */
 } ProcCounters;
 
 typedef union PaddedProcCounters
@@ -97,6 +98,17 @@ bpext_stats_shmem_init(bool found)
 	}
 }
 
+/* A slot's read counts (as bpext_stats_sample_reads takes its own). */
+static void
+slot_read_counts(volatile ProcCounters *slot, BpextReadCounts *counts)
+{
+	counts->tier_reads = slot->c.page_reads;
+	counts->data_file_reads = slot->c.data_file_reads;
+	counts->tier_read_us = slot->c.read_time_us;
+	counts->data_file_read_us = slot->c.data_file_read_time_us;
+	counts->data_file_reads_untimed = slot->c.data_file_reads_untimed;
+}
+
 static BpextDatabaseCounters *
 find_database(BpextDatabaseCounters *table, int *n, int max, Oid dbid,
 			  bool create)
@@ -109,9 +121,15 @@ find_database(BpextDatabaseCounters *table, int *n, int max, Oid dbid,
 	if (!create || *n >= max)
 		return NULL;
 	table[*n].dbid = dbid;
-	table[*n].tier_reads = 0;
-	table[*n].data_file_reads = 0;
+	memset(&table[*n].reads, 0, sizeof(BpextReadCounts));
 	return &table[(*n)++];
+}
+
+/* Has the slot counted any read since it started counting for its database? */
+static bool
+read_counts_differ(const BpextReadCounts *a, const BpextReadCounts *b)
+{
+	return memcmp(a, b, sizeof(BpextReadCounts)) != 0;
 }
 
 /*
@@ -122,24 +140,20 @@ static void
 count_for_database(ProcCounters *slot)
 {
 	BpextDatabaseCounters *db;
-	uint64		tier_reads = slot->c.page_reads - slot->db_base_tier_reads;
-	uint64		data_reads = slot->c.data_file_reads - slot->db_base_data_file_reads;
+	BpextReadCounts now;
 
+	slot_read_counts(slot, &now);
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);
-	if (tier_reads > 0 || data_reads > 0)
+	if (read_counts_differ(&now, &slot->db_base))
 	{
 		db = find_database(Stats->databases, &Stats->ndatabases,
 						   BPEXT_MAX_DATABASES, slot->dbid, true);
 		/* A full table loses the figures of the 257th database. */
 		if (db != NULL)
-		{
-			db->tier_reads += tier_reads;
-			db->data_file_reads += data_reads;
-		}
+			bpext_read_counts_add_diff(&db->reads, &now, &slot->db_base);
 	}
 	slot->dbid = MyDatabaseId;
-	slot->db_base_tier_reads = slot->c.page_reads;
-	slot->db_base_data_file_reads = slot->c.data_file_reads;
+	slot->db_base = now;
 	LWLockRelease(BpextCtl->control_lock);
 }
 
@@ -156,21 +170,45 @@ bpext_stats_attach(void)
 	BpextMyCounters = &MySlot->c;
 }
 
-/*
- * Count a shared-buffer miss, served from the tier or not, for the
- * per-database figures too.
- */
-void
-bpext_stats_count_read(bool from_tier)
+/* Before counting a read: make sure it counts for our database. */
+static inline void
+check_database(void)
 {
 	if (BpextMyCounters == NULL)
 		bpext_stats_attach();
 	if (MySlot != NULL && MySlot->dbid != MyDatabaseId)
 		count_for_database(MySlot);
-	if (from_tier)
+}
+
+/*
+ * Count a tier read for a shared-buffer miss that reached the tier file:
+ * its time whether or not it served the page (a slot invalidated during
+ * the read, a checksum mismatch), the page if it did.
+ */
+void
+bpext_stats_count_tier_read(bool served, uint64 elapsed_us)
+{
+	check_database();
+	BpextMyCounters->read_time_us += elapsed_us;
+	if (served)
 		BpextMyCounters->page_reads++;
+}
+
+/*
+ * Count one storage-manager read of npages shared-buffer misses from a
+ * data file, timed here (elapsed_us) or completed elsewhere (18's
+ * asynchronous I/O, not timed).
+ */
+void
+bpext_stats_count_data_file_read(uint32 npages, bool timed, uint64 elapsed_us)
+{
+	check_database();
+	BpextMyCounters->data_file_reads += npages;
+	BpextMyCounters->data_file_read_calls++;
+	if (timed)
+		BpextMyCounters->data_file_read_time_us += elapsed_us;
 	else
-		BpextMyCounters->data_file_reads++;
+		BpextMyCounters->data_file_reads_untimed += npages;
 }
 
 /*
@@ -233,16 +271,17 @@ database_totals(BpextDatabaseCounters **result)
 	for (p = 0; p < Stats->nprocs; p++)
 	{
 		volatile ProcCounters *slot = &Stats->procs[p].pc;
-		uint64		tier_reads = slot->c.page_reads - slot->db_base_tier_reads;
-		uint64		data_reads = slot->c.data_file_reads - slot->db_base_data_file_reads;
+		BpextReadCounts now;
+		BpextReadCounts base;
 		BpextDatabaseCounters *db;
 
-		if (tier_reads == 0 && data_reads == 0)
+		slot_read_counts(slot, &now);
+		base = slot->db_base;
+		if (!read_counts_differ(&now, &base))
 			continue;
 		db = find_database(dbs, &n, BPEXT_MAX_DATABASES + Stats->nprocs,
 						   slot->dbid, true);
-		db->tier_reads += tier_reads;
-		db->data_file_reads += data_reads;
+		bpext_read_counts_add_diff(&db->reads, &now, &base);
 	}
 	LWLockRelease(BpextCtl->control_lock);
 	*result = dbs;
@@ -267,9 +306,12 @@ bpext_stats_by_database(BpextDatabaseCounters **result)
 
 		if (base != NULL)
 		{
-			dbs[i].tier_reads -= Min(dbs[i].tier_reads, base->tier_reads);
-			dbs[i].data_file_reads -= Min(dbs[i].data_file_reads,
-										  base->data_file_reads);
+			uint64	   *v = (uint64 *) &dbs[i].reads;
+			const uint64 *b = (const uint64 *) &base->reads;
+			int			f;
+
+			for (f = 0; f < (int) BPEXT_NUM_READ_COUNTS; f++)
+				v[f] -= Min(v[f], b[f]);
 		}
 	}
 	LWLockRelease(BpextCtl->control_lock);

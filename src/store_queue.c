@@ -65,9 +65,11 @@
 
 #include "storage/shmem.h"
 
-#include "bpext.h"
 #include "io_watch.h"
+#include "settings.h"
+#include "stats.h"
 #include "store_queue.h"
+#include "tier_control.h"
 #include "tier_io.h"
 
 #define ENTRY_FREE		0

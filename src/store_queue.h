@@ -11,7 +11,7 @@
 #ifndef BPEXT_STORE_QUEUE_H
 #define BPEXT_STORE_QUEUE_H
 
-#include "bpext.h"
+#include "stats.h"
 #include "tier_map.h"
 
 

@@ -37,10 +37,12 @@
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
-#include "bpext.h"
 #include "compat.h"
 #include "scan_pool.h"
+#include "settings.h"
+#include "sql_api.h"
 #include "summary.h"
+#include "tier_control.h"
 #include "tier_map.h"
 
 PG_FUNCTION_INFO_V1(bpext_buffer_summary_1_3);

@@ -37,7 +37,7 @@
  *	read	a tier read, the slot pinned and read, not yet re-checked
  *			(tier_io.c)
  *	cut		a drop's walk of the chains it cut, at a slot cut off but
- *			still HASHED (tier_map.c, unhash_piece_all)
+ *			still HASHED (tier_map_index.c, unhash_piece_all)
  *
  * BPEXT_TEST_NOTE only writes the reached file (for cut_wait: a shrink
  * or a clear is waiting for cut chains, wait_for_cuts).  A held process
@@ -66,9 +66,9 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 
-#include "bpext.h"
 #include "page_crc.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_map.h"
 
 /* Synthetic relation i is (global tablespace, SYNTH_DB, SYNTH_REL + i). */

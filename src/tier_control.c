@@ -35,15 +35,19 @@
 #include "storage/proc.h"
 #include "utils/timestamp.h"
 
-#include "bpext.h"
 #include "free_space.h"
 #include "progress.h"
+#include "settings.h"
 #include "slot_directory.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "tier_scans.h"
 #include "tier_writer.h"
 #include "warm_restart.h"
+
+/* The control block in shared memory (tier_control.h), set up by bpext.c. */
+BpextControl *BpextCtl = NULL;
 
 /* The worker's hold on the file while the tier is enabled. */
 static int	worker_fd = -1;

@@ -50,8 +50,9 @@
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
-#include "bpext.h"
+#include "settings.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_readers.h"
 #include "tier_writer.h"

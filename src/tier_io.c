@@ -40,9 +40,10 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
-#include "bpext.h"
 #include "io_watch.h"
+#include "stats.h"
 #include "test_hooks.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_io.h"
 #include "wait_events.h"
@@ -93,10 +94,10 @@ write_pages(uint32 first_slot, int npages, char *const *pages,
  * Fill buffer with the page from the tier if it holds a current, intact
  * copy.  Returns false (buffer contents undefined) otherwise.  A read
  * error or a checksum mismatch switches the tier off, whoever reads; only
- * reads that serve a shared-buffer miss count as lookups, hits and page
- * reads.  On success, *read_us (if not NULL) is how long the read, its
- * checksum and its re-check took.  The clock is read twice per read: the
- * start serves the I/O watch's check and stamp and the timing.
+ * reads that serve a shared-buffer miss count as lookups, hits, page reads
+ * and read time.  On success, *read_us (if not NULL) is how long the read,
+ * its checksum and its re-check took.  The clock is read twice per read:
+ * the start serves the I/O watch's check and stamp and the timing.
  */
 static bool
 read_current_page(const BpextRelFile *rfile, ForkNumber fork,
@@ -149,7 +150,9 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	tier_map_unpin(slot);
 	elapsed_us = bpext_io_watch_clock() - start_us;
 	if (serving)
-		BPEXT_COUNT(read_time_us, elapsed_us);
+		bpext_stats_count_tier_read(still_valid &&
+									result != TIER_READ_UNAVAILABLE &&
+									read_ok && crc_ok, elapsed_us);
 
 	/*
 	 * A slot invalidated while we read it is a plain miss, not damage; so
@@ -170,8 +173,6 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 		bpext_tier_fail("checksum mismatch in a tier page", 0);
 		return false;
 	}
-	if (serving)
-		bpext_stats_count_read(true);
 	if (read_us != NULL)
 		*read_us = elapsed_us;
 	return true;

@@ -11,7 +11,7 @@
 #ifndef BPEXT_TIER_IO_H
 #define BPEXT_TIER_IO_H
 
-#include "bpext.h"
+#include "stats.h"
 #include "tier_map.h"
 
 /*

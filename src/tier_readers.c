@@ -91,9 +91,10 @@
 #include "storage/pmsignal.h"
 #include "utils/ps_status.h"
 
-#include "bpext.h"
 #include "postmaster_io.h"
+#include "settings.h"
 #include "stats.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_readers.h"
 #include "worker_children.h"

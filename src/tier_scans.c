@@ -6,7 +6,7 @@
  *	  takes away.
  *
  * Invalidating a relation or a database takes effect at once, by bumping
- * generations (tier_map.c): no lookup serves a dead slot from then on.
+ * generations (tier_map_rels.c): no lookup serves a dead slot from then on.
  * The scan here only gives the dead slots back, so that the space and the
  * counts in the views are right.  The tier worker runs it: for DROP
  * DATABASE and ALTER DATABASE SET TABLESPACE as soon as they finish
@@ -24,9 +24,10 @@
  */
 #include "postgres.h"
 
-#include "bpext.h"
 #include "progress.h"
 #include "scan_pool.h"
+#include "settings.h"
+#include "tier_control.h"
 #include "tier_map.h"
 #include "tier_scans.h"
 

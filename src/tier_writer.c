@@ -55,8 +55,9 @@
 #include "storage/pmsignal.h"
 #include "utils/ps_status.h"
 
-#include "bpext.h"
 #include "postmaster_io.h"
+#include "settings.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_writer.h"
 #include "worker_children.h"

@@ -64,6 +64,11 @@
  * other process exists and afterwards by the worker alone; the views read
  * mode and reason under control_lock, pages_reused is atomic.
  *
+ * Saving, deciding and loading stay in one file, long as it is: each reads
+ * what the one before wrote (the header, the relation table and its
+ * segment stats, the token), so the saved map's format and the checks
+ * that make it trustworthy are written down in one place.
+ *
  * Copyright (c) 2026, bpext developers
  *
  *-------------------------------------------------------------------------
@@ -87,10 +92,12 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
-#include "bpext.h"
 #include "postmaster_io.h"
 #include "progress.h"
+#include "settings.h"
 #include "slot_directory.h"
+#include "stats.h"
+#include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
 #include "warm_restart.h"

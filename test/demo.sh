@@ -19,6 +19,10 @@ cd "$(dirname "$0")/.."
 
 major=${PG_MAJOR:-17}
 bpext_check_majors "$major"
+if [ "$major" = 16 ]; then
+    echo "demo: PostgreSQL 16 comes from the package registries for the tests only (test/pg_major.sh); the demo runs 15, 17, 18 or 19" >&2
+    exit 2
+fi
 if ! bpext_major_is_native "$major"; then
     exec test/pg_chroot.sh "$major" /bpext/test/demo.sh "$@"
 fi

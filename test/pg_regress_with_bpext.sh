@@ -72,6 +72,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/pg_major.sh"
 
 say() { echo "pg_regress_with_bpext: $*"; }
+pg16_no_source="no source of PostgreSQL 16 can be had here: no Debian release ships 16, and the registries' servers (test/pg_major.sh) come without test sources; BPEXT_PG_SRC=<an unpacked 16 source tree> runs the suite"
 die() { say "$*" >&2; exit 2; }
 
 bindir=$("$PG_CONFIG" --bindir)
@@ -118,6 +119,10 @@ fetch_tests_tarball() {
 # suites carry the newest minor releases).
 fetch_source() {
     local version
+    if [ "$major" = 16 ]; then
+        say "$pg16_no_source"
+        return 1
+    fi
     [ "$(bpext_major_archive "$major")" = "$(bpext_major_suite "$major")" ] ||
         { fetch_tests_tarball; return; }
     version=$(installed_version) ||

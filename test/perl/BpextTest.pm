@@ -50,12 +50,14 @@ use FindBin;
 use IPC::Run ();
 use File::stat ();
 use JSON::PP ();
+use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(
+  bpext_needs_contrib
   bpext_init_node
   bpext_init_standby
   bpext_setup
@@ -91,6 +93,15 @@ our @EXPORT = qw(
   bpext_faults_injected
   bpext_fault_pids
   bpext_wait_for_fault_pid
+  bpext_hung_device
+  bpext_device_hang
+  bpext_device_release
+  bpext_device_status
+  bpext_node_processes
+  bpext_watch_d_state
+  bpext_watch_d_state_end
+  bpext_timed_psql
+  bpext_timed_stop
 );
 
 # State numbers of bpext_configuration.state.
@@ -104,6 +115,35 @@ our %STATE = (
 =pod
 
 =over
+
+=item bpext_needs_contrib(module, ...)
+
+Skip the whole test unless the PostgreSQL installation under test (the
+pg_config first in PATH) has these contrib modules: pgserver's 16.2 has
+none (test/pg_major.sh).  Call it before the test reports anything.
+
+=cut
+
+sub bpext_needs_contrib
+{
+	my @missing = grep { !_has_extension($_) } @_;
+	plan skip_all => 'needs the contrib module' . (@missing > 1 ? 's ' : ' ')
+	  . join(', ', @missing)
+	  . ', which this PostgreSQL installation does not have'
+	  if @missing;
+	return;
+}
+
+# Whether the installation has the extension's control file.
+sub _has_extension
+{
+	my ($name) = @_;
+	my $sharedir = `pg_config --sharedir`;
+	chomp $sharedir;
+	return -f "$sharedir/extension/$name.control";
+}
+
+=pod
 
 =item bpext_init_node(name, %opts)
 
@@ -152,7 +192,7 @@ sub bpext_init_node
 		# The tests' data files are in the page cache, where adaptive
 		# admission would pause pushes, read admission and dual writes
 		# after seconds of tier hits; the tests of those need them
-		# (028 tests the pause itself).
+		# (033 tests the pause itself).
 		$conf .= "bpext.adaptive_admission = off\n";
 	}
 	$conf .= $opts{conf} if defined $opts{conf};
@@ -201,9 +241,10 @@ sub bpext_init_standby
 
 =item bpext_setup(node, %opts)
 
-On a started node: CREATE EXTENSION bpext and pg_prewarm in postgres, the
-helper functions, the eviction table, and (unless wait => 0) wait for the
-tier to be enabled.
+On a started node: CREATE EXTENSION bpext and pg_prewarm (where the
+installation has it: tests that use it say so with bpext_needs_contrib) in
+postgres, the helper functions, the eviction table, and (unless wait => 0)
+wait for the tier to be enabled.
 
 =cut
 
@@ -211,8 +252,8 @@ sub bpext_setup
 {
 	my ($node, %opts) = @_;
 
-	$node->safe_psql('postgres',
-		'CREATE EXTENSION bpext; CREATE EXTENSION pg_prewarm;');
+	$node->safe_psql('postgres', 'CREATE EXTENSION bpext;'
+		  . (_has_extension('pg_prewarm') ? ' CREATE EXTENSION pg_prewarm;' : ''));
 	bpext_create_helpers($node, 'postgres');
 
 	# Twice the default shared_buffers; see bpext_evict_shared_buffers.
@@ -1037,6 +1078,419 @@ sub bpext_wait_for_fault_pid
 		usleep(25_000);
 	}
 	return 0;
+}
+
+=pod
+
+=back
+
+=head2 A device that really hangs
+
+test/hung_device.sh (run by test/run-tests.sh as root) makes a file
+system, DIR/ssd, on a device that stops answering while DIR/ctl/hang
+exists: every process whose I/O must reach the device then sleeps in the
+kernel in state D, where no signal reaches it, until the file is removed.
+These helpers find that device, hang and release it, and watch a node's
+processes for D state.  The rule the tests assert: while the device hangs,
+no process of the node is held in D state but bpext's helper processes,
+whose titles contain the word "helper".
+
+=over
+
+=item bpext_hung_device()
+
+The directory test/run-tests.sh set the device up in ($BPEXT_HUNG_DEVICE);
+skips the whole test, saying why, when there is none or it is not usable.
+
+=cut
+
+sub bpext_hung_device
+{
+	my $dir = $ENV{BPEXT_HUNG_DEVICE} // '';
+	my $why;
+	if ($dir eq '')
+	{
+		$why = 'no hung device: '
+		  . ($ENV{BPEXT_HUNG_DEVICE_SKIP}
+			  // 'BPEXT_HUNG_DEVICE is not set (test/run-tests.sh sets one up when run as root; doc/testing.md)');
+	}
+	elsif (!-d "$dir/ssd" || !-w "$dir/ssd" || !-w "$dir/ctl")
+	{
+		$why = "no hung device: $dir/ssd or $dir/ctl is not writable by this user";
+	}
+	elsif (bpext_device_status($dir) !~ /^answering/)
+	{
+		$why = "no hung device: $dir does not answer ("
+		  . bpext_device_status($dir) . ')';
+	}
+	plan skip_all => $why if defined $why;
+	return $dir;
+}
+
+=pod
+
+=item bpext_device_status(dir)
+
+The first line of the device's status: "answering", "hung held=N" (N
+requests waiting in the device), or "no status".
+
+=cut
+
+sub bpext_device_status
+{
+	my ($dir) = @_;
+	open(my $fh, '<', "$dir/ctl/status") or return 'no status';
+	my $line = <$fh> // 'no status';
+	close $fh;
+	chomp $line;
+	return $line;
+}
+
+sub _device_wait_status
+{
+	my ($dir, $want) = @_;
+	for (1 .. 500)
+	{
+		return 1 if bpext_device_status($dir) =~ /^$want/;
+		usleep(10_000);
+	}
+	return 0;
+}
+
+=pod
+
+=item bpext_device_hang(dir), bpext_device_release(dir)
+
+Hang the device, or let it answer again; each returns once the device has
+taken the change (it polls its control directory every 10 ms), and dies
+if it has not within 5 s.  Returns the time the change was asked for
+(Time::HiRes): a hang is in effect from some time after it, and a process
+held by the device is held at least until it.
+
+=cut
+
+sub bpext_device_hang
+{
+	my ($dir) = @_;
+	my $asked = time();
+	open(my $fh, '>', "$dir/ctl/hang") or croak "could not create $dir/ctl/hang: $!";
+	close $fh;
+	_device_wait_status($dir, 'hung')
+	  or croak 'the device did not hang: ' . bpext_device_status($dir);
+	return $asked;
+}
+
+sub bpext_device_release
+{
+	my ($dir) = @_;
+	my $asked = time();
+	unlink "$dir/ctl/hang";
+	_device_wait_status($dir, 'answering')
+	  or croak 'the device did not answer again: ' . bpext_device_status($dir);
+	return $asked;
+}
+
+# /proc/PID/stat as (comm, state, ppid), or () if it is gone.
+sub _proc_stat
+{
+	my ($pid) = @_;
+	open(my $fh, '<', "/proc/$pid/stat") or return ();
+	my $stat = <$fh> // '';
+	close $fh;
+	return $stat =~ /^\d+ \((.*)\) (\S) (\d+)/ ? ($1, $2, $3) : ();
+}
+
+sub _proc_file
+{
+	my ($pid, $file) = @_;
+	open(my $fh, '<', "/proc/$pid/$file") or return '';
+	local $/;
+	my $text = <$fh> // '';
+	close $fh;
+	return $text;
+}
+
+=pod
+
+=item bpext_node_processes(nodes)
+
+The processes of the given nodes (PostgreSQL::Test::Cluster or
+BpextPatroni::Node objects) that exist now, as a hash reference pid =>
+process title.  A process belongs to a node if its postmaster (the pid in
+postmaster.pid) is an ancestor, if it is a postgres process whose title
+starts with "postgres: NAME: " (NAME the node's cluster_name: $node->{bpext_title},
+or its name), or if its arguments name the node's data directory (the
+postmaster, and the helpers it forks, which keep its title), the last two
+only if it has this process's root directory (several chroots may run the
+same tests at once, and see each other's processes).  Helpers whose
+parent died go to init, so the titles matter.
+
+=cut
+
+sub bpext_node_processes
+{
+	my (@nodes) = @_;
+	my @titles = map { $_->{bpext_title} // $_->name } @nodes;
+	my @datadirs = map { $_->data_dir } @nodes;
+	my $title_re = '^postgres: (?:' . join('|', map { quotemeta } @titles) . '): ';
+	my @root = stat('/');
+	my (%comm, %state, %children);
+
+	opendir(my $dh, '/proc') or return {};
+	for my $pid (grep { /^\d+$/ } readdir $dh)
+	{
+		my ($comm, $state, $ppid) = _proc_stat($pid) or next;
+		$comm{$pid} = $comm;
+		push @{ $children{$ppid} }, $pid;
+	}
+	closedir $dh;
+
+	my %node;
+	my @todo;
+	for my $dd (@datadirs)
+	{
+		open(my $fh, '<', "$dd/postmaster.pid") or next;
+		my $pm = <$fh> // '';
+		close $fh;
+		chomp $pm;
+		push @todo, $pm if $pm =~ /^\d+$/ && ($comm{$pm} // '') eq 'postgres';
+	}
+	while (defined(my $pid = shift @todo))
+	{
+		next if $node{$pid}++;
+		push @todo, @{ $children{$pid} // [] };
+	}
+	my %result;
+	for my $pid (keys %comm)
+	{
+		next unless $comm{$pid} eq 'postgres';
+		my $cmdline = _proc_file($pid, 'cmdline');
+		if (!$node{$pid})
+		{
+			my @args = split /\0/, $cmdline;
+			my $ours = $cmdline =~ /$title_re/
+			  || grep { my $a = $_; grep { $a eq $_ } @datadirs } @args;
+			next unless $ours;
+			my @r = stat("/proc/$pid/root/");
+			next unless @r && $r[0] == $root[0] && $r[1] == $root[1];
+		}
+		$cmdline =~ s/\0+$//;
+		$cmdline =~ s/\0/ /g;
+		$result{$pid} = $cmdline;
+	}
+	return \%result;
+}
+
+=pod
+
+=item bpext_watch_d_state(nodes)
+
+Start watching the processes of the given nodes (bpext_node_processes) in
+a process of its own, every 100 ms, until bpext_watch_d_state_end.
+Returns the watch.
+
+=cut
+
+sub bpext_watch_d_state
+{
+	my (@nodes) = @_;
+	my $log = PostgreSQL::Test::Utils::tempdir() . '/d_state.log';
+	my $parent = $$;
+	my $pid = fork();
+	croak "could not fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		# The child: no END block of the test's may run here, and it
+		# keeps no pipe of the test's open (a psql session's input, say).
+		$SIG{TERM} = sub { POSIX::_exit(0) };
+		if (opendir(my $fds, '/proc/self/fd'))
+		{
+			my @fds = grep { /^\d+$/ && $_ > 2 } readdir $fds;
+			closedir $fds;
+			POSIX::close($_) for @fds;
+		}
+		open(my $out, '>', $log) or POSIX::_exit(1);
+		$out->autoflush(1);
+		my $n = 0;
+		my (%was_d, %title);
+		while (getppid() == $parent)
+		{
+			$n++;
+			my $t = time();
+			my $procs = bpext_node_processes(@nodes);
+			my %d;
+			for my $p (keys %$procs)
+			{
+				# A process that exits has no title left to read.
+				$title{$p} = $procs->{$p} if $procs->{$p} ne '';
+				$procs->{$p} = $title{$p} // '';
+				my (undef, $state) = _proc_stat($p) or next;
+				next unless $state eq 'D';
+				my $status = _proc_file($p, 'status');
+				my $switches = 0;
+				$switches += $1 while $status =~ /ctxt_switches:\s+(\d+)/g;
+				my $wchan = _proc_file($p, 'wchan') || '?';
+				print $out "D $n $t $p $switches $wchan $procs->{$p}\n";
+				$d{$p} = 1;
+			}
+			for my $p (keys %was_d)
+			{
+				print $out "X $n $t $p\n" unless -e "/proc/$p" || $d{$p};
+			}
+			%was_d = %d;
+			print $out "S $n $t " . scalar(keys %$procs) . "\n";
+			usleep(100_000);
+		}
+		POSIX::_exit(0);
+	}
+	return { pid => $pid, log => $log, started => time() };
+}
+
+=pod
+
+=item bpext_watch_d_state_end(watch, released_at [, min_held])
+
+Stop the watch, after the device was released at released_at
+(bpext_device_release's return value).  A process was held by the hung
+device if it was in D state in consecutive samples, without running in
+between, for at least min_held seconds (default 1) up to the last sample
+before the release, or until it died: a wait on a device that does not
+answer ends only when the device does.  Shorter waits, and waits that
+ended while the device still hung, are I/O on other devices.  Returns a
+hash reference: samples (how many were taken), held (descriptions of the
+processes held that are not helpers: their title does not contain
+"helper"), helpers (those that are), other (long waits that ended while
+the device hung).
+
+=cut
+
+sub bpext_watch_d_state_end
+{
+	my ($w, $released_at, $min_held) = @_;
+	$min_held //= 1;
+	kill('TERM', $w->{pid});
+	for (1 .. 50)
+	{
+		last if waitpid($w->{pid}, POSIX::WNOHANG()) != 0;
+		usleep(100_000);
+	}
+	kill('KILL', $w->{pid});
+	waitpid($w->{pid}, POSIX::WNOHANG());
+
+	my (%time, %runs, %exited);
+	my $last_before = 0;    # the last sample taken before the release
+	my $samples = 0;
+	open(my $fh, '<', $w->{log}) or croak "could not read $w->{log}: $!";
+	while (my $line = <$fh>)
+	{
+		chomp $line;
+		if ($line =~ /^S (\d+) (\S+)/)
+		{
+			$samples++;
+			$time{$1} = $2;
+			$last_before = $1 if $2 < $released_at;
+		}
+		elsif ($line =~ /^X (\d+) \S+ (\d+)/)
+		{
+			$exited{$2} = $1;
+		}
+		elsif ($line =~ /^D (\d+) (\S+) (\d+) (\d+) (\S+) (.*)$/)
+		{
+			my ($n, $t, $pid, $switches, $wchan, $title) = ($1, $2, $3, $4, $5, $6);
+			my $list = $runs{$pid} //= [];
+			my $run = $list->[-1];
+			if ($run && $run->{last} == $n - 1 && $run->{switches} == $switches)
+			{
+				$run->{last} = $n;
+				$run->{to} = $t;
+			}
+			else
+			{
+				push @$list, { first => $n, last => $n, from => $t, to => $t,
+					switches => $switches, wchan => $wchan, title => $title };
+			}
+		}
+	}
+	close $fh;
+	unlink $w->{log};
+
+	my (@held, @helpers, @other);
+	for my $pid (sort { $a <=> $b } keys %runs)
+	{
+		for my $run (@{ $runs{$pid} })
+		{
+			my $secs = $run->{to} - $run->{from};
+			my $died = defined $exited{$pid} && $exited{$pid} == $run->{last} + 1;
+			my $until_release = $run->{first} <= $last_before && $run->{last} >= $last_before;
+			$secs = $time{$last_before} - $run->{from} if $until_release;
+			next if $secs < $min_held;
+			my $what = sprintf('%d "%s" in D state for %.1f s (wchan %s)%s',
+				$pid, $run->{title}, $secs, $run->{wchan},
+				$died ? ', until it died' : '');
+			if (!$until_release && !$died)
+			{
+				push @other, $what;
+			}
+			elsif ($run->{title} =~ /helper/)
+			{
+				push @helpers, $what;
+			}
+			else
+			{
+				push @held, $what;
+			}
+		}
+	}
+	return { samples => $samples, held => \@held, helpers => \@helpers,
+		other => \@other };
+}
+
+=pod
+
+=item bpext_timed_psql(node, db, sql, limit)
+
+Run sql, giving up after limit seconds (psql is then killed; the query may
+still run in its backend).  Returns a hash reference: done (it returned
+in time), ret (psql's exit code), out, err, secs (how long it took).
+
+=cut
+
+sub bpext_timed_psql
+{
+	my ($node, $db, $sql, $limit) = @_;
+	my ($out, $err) = ('', '');
+	my $timer = IPC::Run::timeout($limit);
+	my $start = time();
+	my $ok = eval {
+		IPC::Run::run(
+			[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db),
+			  '-c', $sql ],
+			'<', \undef, '>', \$out, '2>', \$err, $timer);
+		1;
+	};
+	my $secs = time() - $start;
+	die $@ if !$ok && !$timer->is_expired;
+	chomp $out;
+	return { done => $ok ? 1 : 0, ret => $ok ? $? >> 8 : undef,
+		out => $out, err => $err, secs => $secs };
+}
+
+=pod
+
+=item bpext_timed_stop(node, mode, limit)
+
+pg_ctl stop -m mode, waiting at most limit seconds (PGCTLTIMEOUT).
+Returns (stopped, seconds taken).
+
+=cut
+
+sub bpext_timed_stop
+{
+	my ($node, $mode, $limit) = @_;
+	local $ENV{PGCTLTIMEOUT} = POSIX::ceil($limit);
+	my $start = time();
+	my $ok = $node->stop($mode, fail_ok => 1);
+	return ($ok, time() - $start);
 }
 
 =pod

@@ -24,6 +24,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 300000;
 my $lookups = 8000;
 

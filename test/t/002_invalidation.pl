@@ -28,6 +28,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 12000;    # about 2.7MB, a third of shared_buffers
 
 # A small shared_buffers keeps eviction (reading a table twice its size)

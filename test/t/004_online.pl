@@ -22,6 +22,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 100000;    # about 23MB: larger than shared_buffers
 
 my $node = bpext_init_node('main', tier_size => 0, max_size => '256MB');

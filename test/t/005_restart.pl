@@ -19,6 +19,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 100000;    # about 23MB: larger than shared_buffers (16MB)
 my $nbuffers = 2048;   # shared_buffers in pages
 

@@ -21,6 +21,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 60000;    # about 14MB
 my $tier_mb = 64;
 my $nslots = $tier_mb * 1024 * 1024 / 8192 - 1;

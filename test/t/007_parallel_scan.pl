@@ -18,6 +18,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $node = bpext_init_node('main', tier_size => '256MB',
 	shared_buffers => '32MB',
 	conf => "bpext.scan_workers = 2\nbpext.scan_task_buffers = 256\n");

@@ -34,6 +34,7 @@ io_combine_limit = 16
 
 plan skip_all => 'vectored storage-manager reads are PostgreSQL 17 and later'
   if $node->pg_version < 17;
+bpext_needs_contrib('pg_buffercache');
 
 $node->start;
 bpext_setup($node);

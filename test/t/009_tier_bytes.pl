@@ -10,10 +10,10 @@
 # hint bits while it reads during recovery without dirtying the buffer (it
 # may not write WAL for them), so the evict push stores pages whose tuples
 # carry hint bits the standby's data file lacks, with pd_checksum
-# recomputed to match.  The README states that exception; this checks that
-# it is the only one: the differing bits are all heap-tuple hint bits of
-# t_infomask or in pd_checksum, and PostgreSQL reads those pages back
-# through the tier with their checksums verified.
+# recomputed to match.  doc/how-it-works.md states that exception; this
+# checks that it is the only one: the differing bits are all heap-tuple
+# hint bits of t_infomask or in pd_checksum, and PostgreSQL reads those
+# pages back through the tier with their checksums verified.
 
 use strict;
 use warnings;
@@ -25,6 +25,8 @@ use BpextTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+
+bpext_needs_contrib('pg_prewarm');
 
 my $nrows = 8000;    # 164 pages: a sequential scan reads it in shared buffers
 

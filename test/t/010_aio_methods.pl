@@ -39,6 +39,7 @@ use Time::HiRes qw(usleep);
 my $probe = PostgreSQL::Test::Cluster->new('probe');
 plan skip_all => 'asynchronous I/O is PostgreSQL 18 and later'
   if $probe->pg_version < 18;
+bpext_needs_contrib('pg_prewarm', 'pg_buffercache');
 
 my $so = bpext_build_fault_injector();
 plan skip_all => 'the fault injector could not be built' unless $so;

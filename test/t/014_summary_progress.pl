@@ -180,7 +180,7 @@ $node->safe_psql('upd', q{ALTER EXTENSION bpext UPDATE TO '1.3'});
 $node->safe_psql('fresh', q{CREATE EXTENSION bpext VERSION '1.3'});
 is($node->safe_psql('fresh',
 		"SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
-	'1.3', 'a fresh install of 1.3 is 1.3');
+	'1.3', 'a fresh install of 1.3');
 my $updated = $node->safe_psql('upd', $surface);
 my $fresh = $node->safe_psql('fresh', $surface);
 like($fresh, qr/bpext_progress_1_3.*\n.*/, 'the surface lists the 1.3 objects');

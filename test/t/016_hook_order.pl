@@ -24,6 +24,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 12000;
 
 # Build the test module into the temporary directory, against the server

@@ -1,7 +1,7 @@
 # Copyright (c) 2026, bpext developers
 
 # Slots freed by invalidation are reused before any live page is evicted
-# (tier_map.c, "Free slots"):
+# (tier_map_slots.c, "Free slots"):
 #  1. A full tier whose CLOCK hand has worn every usage count down (one
 #     relation stored past the tier's size) loses one of its relations to
 #     TRUNCATE: its slots are free.

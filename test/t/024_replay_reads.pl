@@ -21,6 +21,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 20000;
 
 my $primary = bpext_init_node('primary', tier_size => '64MB', max_size => '64MB',

@@ -3,7 +3,7 @@
 
 # bpext_drop_clean_buffers cuts a piece's hash chains off their buckets
 # under the partition lock and unhashes their slots after releasing it
-# (tier_map.c, "Emptying the map").  The test-hook build's holds
+# (tier_map_index.c, "Emptying the map").  The test-hook build's holds
 # (src/test_hooks.c) stop a process at a chosen point until the test lets
 # it go, so each race below happens in its worst order, with no timing:
 #  1. A read through smgr has pinned and read a page's slot; a drop cuts

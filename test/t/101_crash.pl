@@ -38,6 +38,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 
+bpext_needs_contrib('pg_prewarm', 'amcheck');
+
 my $seed = $ENV{BPEXT_CRASH_SEED} // (time() ^ $$) % 100000;
 srand($seed);
 note("random seed $seed (set BPEXT_CRASH_SEED=$seed to replay)");

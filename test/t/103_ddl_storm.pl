@@ -39,6 +39,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+bpext_needs_contrib('pg_prewarm', 'amcheck');
+
 my $storm_secs = $ENV{BPEXT_STORM_SECONDS} // 60;
 my $nrows = 8000;    # about 1.8MB per table
 

@@ -22,6 +22,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+bpext_needs_contrib('pg_prewarm', 'amcheck');
+
 my $nrows = 40000;    # about 9MB
 
 my $primary = bpext_init_node('primary', tier_size => '64MB', max_size => '64MB',

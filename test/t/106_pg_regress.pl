@@ -33,6 +33,7 @@ note($out);
 note($err) if $err ne '';
 
 plan skip_all => 'no PostgreSQL source for the regression suite'
+  . ($out =~ /^pg_regress_with_bpext: (no source of PostgreSQL \d+ can be had here: [^;\n]*)/m ? " ($1)" : '')
   if $rc == 77;
 
 like($out, qr/^pg_regress_with_bpext: without bpext: (\d{3,}) tests/m,

@@ -32,6 +32,7 @@ note($out);
 note($err) if $err ne '';
 
 plan skip_all => 'no PostgreSQL source for the recovery suite'
+  . ($out =~ /^pg_recovery_with_bpext: (no source of PostgreSQL \d+ can be had here: [^;\n]*)/m ? " ($1)" : '')
   if $rc == 77;
 
 like($out, qr/^pg_recovery_with_bpext: with bpext: (\d{2,}) test files/m,

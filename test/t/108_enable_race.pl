@@ -27,6 +27,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $nrows = 60000;    # about 14MB, with 16MB of shared buffers
 my $secs = 25;
 my @paths = (PostgreSQL::Test::Utils::tempdir('ssd_a') . '/bpext.tier',

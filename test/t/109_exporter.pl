@@ -23,6 +23,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $exporter = $ENV{BPEXT_EXPORTER}
   // '/var/tmp/bpext-exporter/usr/bin/prometheus-postgres-exporter';
 plan skip_all => "no postgres_exporter at $exporter (test/install-deps.sh unpacks it)"
@@ -147,11 +149,22 @@ cmp_ok(metric('bpext_configuration_allocated_pages') // -1, '==',
 cmp_ok(metric('bpext_configuration_last_error_time') // -1, '==', 0,
 	'bpext_configuration_last_error_time is 0 without an error');
 
-# bpext_database_stats, labelled by database.
-my ($tier_reads) = $node->safe_psql('postgres',
-	q{SELECT tier_reads FROM bpext_database_stats WHERE datname = 'postgres'});
+# bpext_database_stats, labelled by database, with its read times (1.4).
+my ($tier_reads, $tier_read_time, $data_file_read_time, $not_timed) =
+  split /\|/, $node->safe_psql('postgres', q{
+	SELECT tier_reads, tier_read_time, data_file_read_time,
+	       data_file_reads_not_timed
+	  FROM bpext_database_stats WHERE datname = 'postgres'});
 cmp_ok(metric('bpext_database_stats_tier_reads', 'datname="postgres"') // -1, '==', $tier_reads,
 	"bpext_database_stats_tier_reads{datname=\"postgres\"} is $tier_reads");
+ok( abs((metric('bpext_database_stats_tier_read_seconds', 'datname="postgres"') // -1)
+		- $tier_read_time / 1000) < 1e-6,
+	'bpext_database_stats_tier_read_seconds is tier_read_time / 1000');
+ok( abs((metric('bpext_database_stats_data_file_read_seconds', 'datname="postgres"') // -1)
+		- $data_file_read_time / 1000) < 1e-6,
+	'bpext_database_stats_data_file_read_seconds is data_file_read_time / 1000');
+cmp_ok(metric('bpext_database_stats_data_file_reads_not_timed', 'datname="postgres"') // -1,
+	'==', $not_timed, "bpext_database_stats_data_file_reads_not_timed is $not_timed");
 
 # Every series the Grafana dashboard plots is one the exporter serves.
 my $dashboard = "$FindBin::RealBin/../../monitoring/grafana-dashboard.json";

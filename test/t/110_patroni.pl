@@ -32,6 +32,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 
+bpext_needs_contrib('pg_prewarm', 'amcheck');
+
 my $why = BpextPatroni::unavailable();
 plan skip_all => $why if $why;
 note('with ' . BpextPatroni::versions());
@@ -353,8 +355,9 @@ sub prewarm_tier
 # serves the first reads.  A standby's start replays the WAL from its last
 # restartpoint, and replay writes every page that has a full-page image
 # there again, which takes the page out of the saved map; a checkpoint on
-# the leader and a restartpoint on the replica before the restart (what the
-# README recommends for a planned restart) leave nothing to replay.
+# the leader and a restartpoint on the replica before the restart (what
+# doc/warm-restart.md recommends for a planned restart) leave nothing to
+# replay.
 my ($restarted) = replicas_of($leader);
 my $prewarmed = prewarm_tier('replica restart', $restarted);
 $leader->safe_psql('postgres', 'CHECKPOINT');

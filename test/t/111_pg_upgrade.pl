@@ -48,10 +48,20 @@ for my $dir (glob('/usr/lib/postgresql/*'))
 # BPEXT_UPGRADE_FROM=17, say, tests that one alone.
 @from = grep { $_ == $ENV{BPEXT_UPGRADE_FROM} } @from
   if $ENV{BPEXT_UPGRADE_FROM};
+# test/run-tests.sh says which majors it built bpext for to upgrade from
+# (bpext_upgrade_from_majors): another major's installation here may be
+# another run's, which changes it meanwhile (15's, on Debian 12, for 16).
+if (defined $ENV{BPEXT_UPGRADE_FROM_MAJORS})
+{
+	my %named = map { $_ => 1 } split ' ', $ENV{BPEXT_UPGRADE_FROM_MAJORS};
+	@from = grep { $named{$_} } @from;
+}
 if (!@from)
 {
 	plan skip_all => "no older PostgreSQL major than $major with bpext is installed here"
 	  . (@without ? ' (' . join(', ', @without) . ' without bpext)' : '')
+	  . (defined $ENV{BPEXT_UPGRADE_FROM_MAJORS}
+		? " for the harness to upgrade from (it names '$ENV{BPEXT_UPGRADE_FROM_MAJORS}')" : '')
 	  . '; the harness installs 15 and 18 with bpext beside 19';
 }
 note 'installed without bpext, not tested: ' . join(', ', @without) if @without;

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * bpext.h
- *	  Declarations shared by all of bpext: settings, the tier's shared
- *	  control block, its state machine and its counters.
+ * tier_control.h
+ *	  The tier's shared control block and its state machine
+ *	  (tier_control.c).
  *
  * The control block (BpextControl) lives in shared memory and is created
  * once by the postmaster.  Its fields fall into three groups, each with its
@@ -23,16 +23,13 @@
  *
  *-------------------------------------------------------------------------
  */
-#ifndef BPEXT_H
-#define BPEXT_H
+#ifndef BPEXT_TIER_CONTROL_H
+#define BPEXT_TIER_CONTROL_H
 
 #include "port/atomics.h"
-#include "portability/instr_time.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
-
-#include "stats.h"
 
 /*
  * Tier states, numbered as SQL Server numbers them in
@@ -46,20 +43,6 @@ typedef enum BpextState
 	BPEXT_STATE_ENABLED = 5,
 	BPEXT_STATE_ERROR = 7
 } BpextState;
-
-/* What happens to a page image written to a data file (bpext.write_policy). */
-typedef enum BpextWritePolicy
-{
-	BPEXT_WRITE_INVALIDATE,		/* drop the tier's copy */
-	BPEXT_WRITE_DUAL			/* store the new image in the tier too */
-} BpextWritePolicy;
-
-/* When pages enter the tier (bpext.admission). */
-typedef enum BpextAdmission
-{
-	BPEXT_ADMIT_EVICT,			/* clean pages about to leave shared buffers */
-	BPEXT_ADMIT_READ			/* also every page read from a data file */
-} BpextAdmission;
 
 #define BPEXT_MAX_SWEEP_REQUESTS	8
 
@@ -109,32 +92,10 @@ typedef struct BpextControl
 
 extern BpextControl *BpextCtl;
 
-/* Settings (settings.c). */
-extern char *bpext_path;
-extern int	bpext_size_mb;
-extern int	bpext_max_size_mb;
-extern int	bpext_write_policy;
-extern int	bpext_admission;
-extern bool bpext_direct_io;
-extern int	bpext_push_interval_ms;
-extern int	bpext_push_lookahead;
-extern int	bpext_io_timeout_ms;
-extern int	bpext_tier_readers;
-extern bool bpext_log_events;
-extern bool bpext_warm_restart;
-extern char *bpext_min_free_space;
-extern int	bpext_store_queue_pages;
-extern bool bpext_adaptive_admission;
-
-extern void bpext_define_settings(void);
-extern bool bpext_size_fits(int size_mb);
-extern int	bpext_reserved_size_mb(void);
-extern uint64 bpext_min_free_space_bytes(uint64 fs_size);
-
 /*
  * Is the tier serving and admitting pages?  Cheap enough for every smgr
  * call: one atomic read.  Callers that act on the answer must re-check
- * under the map's locks (see tier_map.c).
+ * under the map's locks (see tier_map_index.c).
  */
 static inline bool
 bpext_tier_enabled(void)
@@ -154,17 +115,7 @@ bpext_admission_paused(void)
 	return pg_atomic_read_u32(&BpextCtl->admission_paused) != 0;
 }
 
-/* Store the pages read from data files (bpext.admission = read)? */
-static inline bool
-bpext_read_admission_wanted(void)
-{
-	return bpext_admission == BPEXT_ADMIT_READ && !bpext_admission_paused();
-}
-
-/* sql_api.c */
-extern void bpext_require_preloaded(void);
-
-/* tier_control.c */
+/* The state machine. */
 extern void bpext_apply_configuration(void);
 extern void bpext_tier_fail(const char *what, int save_errno);
 extern void bpext_tier_check_file(void);
@@ -173,15 +124,4 @@ extern void bpext_wake_worker(void);
 extern bool bpext_tier_warm_load_step(void);
 extern void bpext_tier_flush_directory(void);
 
-/* Microseconds since start, for the read and write timings. */
-static inline uint64
-bpext_microseconds_since(instr_time start)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_MICROSEC(now);
-}
-
-#endif							/* BPEXT_H */
+#endif							/* BPEXT_TIER_CONTROL_H */
