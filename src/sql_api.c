@@ -148,19 +148,14 @@ bpext_configuration_1_0(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* 1.1 adds how the tier started (warm_restart.c). */
-Datum
-bpext_configuration_1_1(PG_FUNCTION_ARGS)
+/* The 1.1 columns: those of 1.0 and how the tier started (warm_restart.c). */
+static void
+configuration_values_1_1(Datum *values, bool *nulls)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[CONFIGURATION_COLUMNS_1_1];
-	bool		nulls[CONFIGURATION_COLUMNS_1_1] = {0};
 	BpextStartMode mode;
 	char		reason[256];
 	uint64		pages_reused;
 
-	bpext_require_preloaded();
-	InitMaterializedSRF(fcinfo, 0);
 	configuration_values(values, nulls);
 	bpext_warm_status(&mode, reason, sizeof(reason), &pages_reused);
 	values[10] = CStringGetTextDatum(mode == BPEXT_START_WARM ? "warm" : "cold");
@@ -169,6 +164,19 @@ bpext_configuration_1_1(PG_FUNCTION_ARGS)
 	else
 		nulls[11] = true;
 	values[12] = Int64GetDatum((int64) pages_reused);
+}
+
+/* 1.1 adds how the tier started. */
+Datum
+bpext_configuration_1_1(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[CONFIGURATION_COLUMNS_1_1];
+	bool		nulls[CONFIGURATION_COLUMNS_1_1] = {0};
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	configuration_values_1_1(values, nulls);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }
@@ -183,24 +191,14 @@ bpext_configuration_1_4(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[CONFIGURATION_COLUMNS_1_1];
 	bool		nulls[CONFIGURATION_COLUMNS_1_1] = {0};
-	BpextStartMode mode;
-	char		reason[256];
-	uint64		pages_reused;
 
 	bpext_require_preloaded();
 	InitMaterializedSRF(fcinfo, 0);
-	configuration_values(values, nulls);
+	configuration_values_1_1(values, nulls);
 	values[7] = DirectFunctionCall2(numeric_round,
 									DirectFunctionCall1(float8_numeric,
 														Float8GetDatum(map_bytes_per_page())),
 									Int32GetDatum(2));
-	bpext_warm_status(&mode, reason, sizeof(reason), &pages_reused);
-	values[10] = CStringGetTextDatum(mode == BPEXT_START_WARM ? "warm" : "cold");
-	if (mode == BPEXT_START_COLD && reason[0])
-		values[11] = CStringGetTextDatum(reason);
-	else
-		nulls[11] = true;
-	values[12] = Int64GetDatum((int64) pages_reused);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }
