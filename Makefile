@@ -2,6 +2,7 @@
 
 MODULE_big = bpext
 OBJS = \
+	src/adaptive_admission.o \
 	src/bpext.o \
 	src/buffer_ops.o \
 	src/db_hooks.o \
@@ -10,9 +11,10 @@ OBJS = \
 	src/explain_function.o \
 	src/explain_tier.o \
 	src/free_space.o \
+	src/helper_io.o \
 	src/interpose.o \
 	src/io_watch.o \
-	src/helper_io.o \
+	src/page_crc.o \
 	src/prewarm.o \
 	src/progress.o \
 	src/query_reads.o \

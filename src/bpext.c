@@ -37,6 +37,7 @@
 #include "descriptors.h"
 #include "explain_tier.h"
 #include "io_watch.h"
+#include "page_crc.h"
 #include "progress.h"
 #include "query_reads.h"
 #include "scan_pool.h"
@@ -117,6 +118,7 @@ bpext_shmem_startup(void)
 		pg_atomic_init_u32(&BpextCtl->file_incarnation, 0);
 		pg_atomic_init_u32(&BpextCtl->active_slots, 0);
 		pg_atomic_init_u32(&BpextCtl->warm_loading, 0);
+		pg_atomic_init_u32(&BpextCtl->admission_paused, 0);
 		pg_atomic_init_u64(&BpextCtl->worker_progress_at, 0);
 		BpextCtl->control_lock =
 			&GetNamedLWLockTranche("bpext")[tier_map_lwlock_count()].lock;
@@ -161,8 +163,10 @@ _PG_init(void)
 	if (startup_max_slots > 0)
 		startup_max_slots--;	/* the file header takes one block */
 
-	/* Before any fork: every process inherits the tier readers' region. */
+	/* Before any fork: every process inherits the tier readers' region... */
 	tier_readers_create();
+	/* ... and the page CRC's tables. */
+	bpext_page_crc_setup();
 
 	bpext_install_smgr_wrappers();
 	bpext_install_db_hooks();

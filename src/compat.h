@@ -46,6 +46,7 @@
 #define BPEXT_COMPAT_H
 
 #include "storage/buf_internals.h"
+#include "storage/fd.h"
 #include "storage/md.h"
 #include "storage/proc.h"
 #include "storage/smgr.h"
@@ -470,6 +471,39 @@ typedef uint32 BpextBufState;
 #else
 #define bpext_page_set_checksum(page, blkno)	PageSetChecksumInplace(page, blkno)
 #endif
+
+/*
+ * The descriptor of the data-file segment that holds a block, if md has it
+ * open in this process, and the block's offset in it; -1 otherwise (the
+ * segment not opened here yet, or its virtual descriptor closed to stay
+ * within max_files_per_process).  md.c's vector of open segments is
+ * private, but smgr.h exposes the pointer to it and the count of open
+ * segments, and its element has been { File mdfd_vfd; BlockNumber
+ * mdfd_segno; } from 15 through 19.  For looking at the page cache only
+ * (adaptive_admission.c): never read or write through it.
+ */
+typedef struct BpextMdfdVec
+{
+	File		mdfd_vfd;
+	BlockNumber mdfd_segno;
+} BpextMdfdVec;
+
+static inline int
+bpext_md_open_segment_fd(SMgrRelation reln, ForkNumber fork,
+						 BlockNumber block, off_t *offset)
+{
+	BlockNumber segno = block / ((BlockNumber) RELSEG_SIZE);
+	const BpextMdfdVec *seg;
+
+	if (reln->md_num_open_segs[fork] <= 0 ||
+		segno >= (BlockNumber) reln->md_num_open_segs[fork])
+		return -1;
+	seg = &((const BpextMdfdVec *) reln->md_seg_fds[fork])[segno];
+	if (seg->mdfd_segno != segno || seg->mdfd_vfd <= 0)
+		return -1;
+	*offset = (off_t) BLCKSZ * (block % ((BlockNumber) RELSEG_SIZE));
+	return FileGetRawDesc(seg->mdfd_vfd);
+}
 
 /*
  * Page images passed to extend and write (const from 16 on), and the

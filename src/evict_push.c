@@ -333,7 +333,7 @@ bpext_push_round(void)
 	int			published = 0;
 	int			i;
 
-	if (!bpext_tier_enabled())
+	if (!bpext_tier_enabled() || bpext_admission_paused())
 	{
 		observing = false;
 		return bpext_push_interval_ms;

@@ -39,6 +39,7 @@ bool		bpext_log_events = false;
 bool		bpext_warm_restart = true;
 char	   *bpext_min_free_space = NULL;
 int			bpext_store_queue_pages = 256;
+bool		bpext_adaptive_admission = true;
 
 int			bpext_scan_workers = -1;
 bool		bpext_parallel_scan = true;
@@ -282,6 +283,15 @@ bpext_define_settings(void)
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("bpext.adaptive_admission",
+							 "Pause admission to the tier while reading its pages from their data files would cost no more than reading them from the tier.",
+							 "The bpext worker watches whether the data-file pages of the tier's hits are in the kernel's page cache; while they all are, the tier keeps serving its pages but stops pushing, read-admitting and dual-write storing new ones, and resumes when they are not.",
+							 &bpext_adaptive_admission,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bpext.push_interval",
 							"Sleep between eviction-push rounds when there was nothing to push.",

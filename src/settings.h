@@ -41,6 +41,7 @@ extern bool bpext_log_events;
 extern bool bpext_warm_restart;
 extern char *bpext_min_free_space;
 extern int	bpext_store_queue_pages;
+extern bool bpext_adaptive_admission;
 
 /* The worker pool's (scan_pool.c). */
 extern int	bpext_scan_workers;

@@ -74,7 +74,8 @@ bpext_smgr_tracks(SMgrRelation reln)
 }
 
 /*
- * Dual-write this page?  Not from the checkpointer: the pages it writes
+ * Dual-write this page?  Not while admission is paused
+ * (adaptive_admission.c); not from the checkpointer: the pages it writes
  * stay in shared buffers, and are pushed when they are evicted clean, so
  * queueing them would only crowd out the pages the bgwriter and backends
  * write as they evict.  Not in a critical section either: the queue never
@@ -85,7 +86,18 @@ static inline bool
 bpext_smgr_dual_write_wanted(SMgrRelation reln)
 {
 	return bpext_write_policy == BPEXT_WRITE_DUAL && bpext_smgr_serves(reln) &&
-		CritSectionCount == 0 && MyBackendType != B_CHECKPOINTER;
+		CritSectionCount == 0 && MyBackendType != B_CHECKPOINTER &&
+		!bpext_admission_paused();
+}
+
+/*
+ * Store the pages read from data files (bpext.admission = read)?  Not
+ * while admission is paused.
+ */
+static inline bool
+bpext_read_admission_wanted(void)
+{
+	return bpext_admission == BPEXT_ADMIT_READ && !bpext_admission_paused();
 }
 
 #endif							/* BPEXT_SMGR_WRAP_H */

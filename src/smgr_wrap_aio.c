@@ -124,6 +124,7 @@
 #include "storage/bufmgr.h"
 #include "storage/fd.h"
 
+#include "adaptive_admission.h"
 #include "descriptors.h"
 #include "settings.h"
 #include "sizing.h"
@@ -238,6 +239,12 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (bpext_smgr_serves(reln) && completion_fd >= 0)
 	{
+		/*
+		 * Admission = read's is decided once per read: the worker may pause
+		 * or resume read admission meanwhile (adaptive_admission.c).
+		 */
+		bool		admit_reads = bpext_read_admission_wanted();
+
 		/* One lookup decides both (see Staged I/O above). */
 		if (!tier_will_miss(rfile, forknum, blocknum))
 		{
@@ -250,6 +257,7 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 									 buffers[nserved], &read_us))
 					break;
 				bpext_note_buffer_read(buffers[nserved], read_us);
+				bpext_adaptive_note_hit(reln, forknum, blocknum + nserved);
 				nserved++;
 			}
 			if (nserved > 0)
@@ -263,7 +271,7 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 		if (nblocks > 1)
 			BPEXT_COUNT(lookups, nblocks - 1);
 
-		if (bpext_admission == BPEXT_ADMIT_READ)
+		if (admit_reads)
 		{
 			BlockNumber run;
 

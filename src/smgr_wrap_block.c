@@ -28,6 +28,7 @@
 
 #include "portability/instr_time.h"
 
+#include "adaptive_admission.h"
 #include "descriptors.h"
 #include "settings.h"
 #include "sizing.h"
@@ -75,10 +76,11 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	if (tier_serve_page(rfile, forknum, blocknum, buffer, &read_us))
 	{
 		bpext_note_buffer_read(buffer, read_us);
+		bpext_adaptive_note_hit(reln, forknum, blocknum);
 		return;
 	}
 
-	if (bpext_admission == BPEXT_ADMIT_READ)
+	if (bpext_read_admission_wanted())
 		admit = tier_map_begin_admit(rfile, forknum, blocknum, &ticket);
 
 	/*

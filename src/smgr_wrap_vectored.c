@@ -44,6 +44,7 @@
 
 #include "portability/instr_time.h"
 
+#include "adaptive_admission.h"
 #include "descriptors.h"
 #include "settings.h"
 #include "sizing.h"
@@ -165,7 +166,7 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 			void **buffers, BlockNumber nblocks)
 {
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
-	bool		admit = bpext_admission == BPEXT_ADMIT_READ;
+	bool		admit = bpext_read_admission_wanted();
 	BlockNumber i = 0;
 
 	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
@@ -185,6 +186,7 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 							&read_us))
 		{
 			bpext_note_buffer_read(buffers[i], read_us);
+			bpext_adaptive_note_hit(reln, forknum, blocknum + i);
 			i++;
 			continue;
 		}

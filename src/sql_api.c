@@ -40,6 +40,7 @@
 
 #include "free_space.h"
 #include "settings.h"
+#include "slot_directory.h"
 #include "sql_api.h"
 #include "stats.h"
 #include "tier_control.h"
@@ -50,8 +51,10 @@
 
 PG_FUNCTION_INFO_V1(bpext_configuration_1_0);
 PG_FUNCTION_INFO_V1(bpext_configuration_1_1);
+PG_FUNCTION_INFO_V1(bpext_configuration_1_4);
 PG_FUNCTION_INFO_V1(bpext_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_stats_1_2);
+PG_FUNCTION_INFO_V1(bpext_stats_1_4);
 PG_FUNCTION_INFO_V1(bpext_stats_reset);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_4);
@@ -74,6 +77,23 @@ bpext_require_preloaded(void)
 /* The columns bpext_configuration has had since 1.0. */
 #define CONFIGURATION_COLUMNS_1_0	10
 #define CONFIGURATION_COLUMNS_1_1	13
+
+/*
+ * Shared memory reserved at server start per tier page bpext.max_size
+ * allows: the map and the slot directory's bitmaps, the two structures
+ * sized by the number of slots (what does not grow with the tier, the
+ * store queue, the counters and the rest, is left out).
+ */
+static double
+map_bytes_per_page(void)
+{
+	uint32		max_slots = BpextCtl->max_slots;
+
+	if (max_slots == 0)
+		return 0;
+	return (double) add_size(tier_map_shmem_size(max_slots),
+							 slot_directory_shmem_size(max_slots)) / max_slots;
+}
 
 static void
 configuration_values(Datum *values, bool *nulls)
@@ -103,7 +123,8 @@ configuration_values(Datum *values, bool *nulls)
 	values[4] = Int64GetDatum(state == BPEXT_STATE_ENABLED ? size_bytes / 1024 : 0);
 	values[5] = Int64GetDatum(((int64) BpextCtl->max_slots + 1) * BLCKSZ / 1024);
 	values[6] = Int64GetDatum(tier_map_used_slots());
-	values[7] = Int32GetDatum((int32) tier_map_bytes_per_slot());
+	/* 1.0 to 1.3 show whole bytes; 1.4's view replaces it (below). */
+	values[7] = Int32GetDatum((int32) map_bytes_per_page());
 	if (last_error[0])
 	{
 		values[8] = CStringGetTextDatum(last_error);
@@ -127,19 +148,14 @@ bpext_configuration_1_0(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* 1.1 adds how the tier started (warm_restart.c). */
-Datum
-bpext_configuration_1_1(PG_FUNCTION_ARGS)
+/* The 1.1 columns: those of 1.0 and how the tier started (warm_restart.c). */
+static void
+configuration_values_1_1(Datum *values, bool *nulls)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	Datum		values[CONFIGURATION_COLUMNS_1_1];
-	bool		nulls[CONFIGURATION_COLUMNS_1_1] = {0};
 	BpextStartMode mode;
 	char		reason[256];
 	uint64		pages_reused;
 
-	bpext_require_preloaded();
-	InitMaterializedSRF(fcinfo, 0);
 	configuration_values(values, nulls);
 	bpext_warm_status(&mode, reason, sizeof(reason), &pages_reused);
 	values[10] = CStringGetTextDatum(mode == BPEXT_START_WARM ? "warm" : "cold");
@@ -148,6 +164,41 @@ bpext_configuration_1_1(PG_FUNCTION_ARGS)
 	else
 		nulls[11] = true;
 	values[12] = Int64GetDatum((int64) pages_reused);
+}
+
+/* 1.1 adds how the tier started. */
+Datum
+bpext_configuration_1_1(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[CONFIGURATION_COLUMNS_1_1];
+	bool		nulls[CONFIGURATION_COLUMNS_1_1] = {0};
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	configuration_values_1_1(values, nulls);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * 1.4: map_bytes_per_page exactly, to two decimals (numeric): whole bytes
+ * showed 32 for 32.6.
+ */
+Datum
+bpext_configuration_1_4(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[CONFIGURATION_COLUMNS_1_1];
+	bool		nulls[CONFIGURATION_COLUMNS_1_1] = {0};
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	configuration_values_1_1(values, nulls);
+	values[7] = DirectFunctionCall2(numeric_round,
+									DirectFunctionCall1(float8_numeric,
+														Float8GetDatum(map_bytes_per_page())),
+									Int32GetDatum(2));
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }
@@ -168,9 +219,10 @@ add_unreferenced(const TierPageInfo *info, void *arg)
 	acc->seconds += info->unreferenced_seconds;
 }
 
-/* The columns bpext_stats has had since 1.0, and since 1.2. */
+/* The columns bpext_stats has had since 1.0, since 1.2, and since 1.4. */
 #define STATS_COLUMNS_1_0	28
 #define STATS_COLUMNS_1_2	30
+#define STATS_COLUMNS_1_4	35
 
 /* Fill the 1.0 columns of bpext_stats. */
 static void
@@ -262,6 +314,37 @@ bpext_stats_1_2(PG_FUNCTION_ARGS)
 	stats_values(&c, reset_at, values, nulls);
 	values[STATS_COLUMNS_1_0] = Int64GetDatum(c.clean_evictions);
 	values[STATS_COLUMNS_1_0 + 1] = Int64GetDatum(c.missed_pushes);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * 1.4 adds adaptive admission (adaptive_admission.c): whether the worker
+ * has paused it, how often it paused and resumed it, and the tier hits it
+ * probed, with those whose data-file page the kernel had cached.
+ */
+Datum
+bpext_stats_1_4(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	BpextCounters c;
+	TimestampTz reset_at;
+	Datum		values[STATS_COLUMNS_1_4];
+	bool		nulls[STATS_COLUMNS_1_4] = {0};
+	int			i = STATS_COLUMNS_1_2;
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	bpext_stats_sum(&c, &reset_at);
+	stats_values(&c, reset_at, values, nulls);
+	values[STATS_COLUMNS_1_0] = Int64GetDatum(c.clean_evictions);
+	values[STATS_COLUMNS_1_0 + 1] = Int64GetDatum(c.missed_pushes);
+	values[i++] = BoolGetDatum(bpext_admission_paused());
+	values[i++] = Int64GetDatum(c.admission_pauses);
+	values[i++] = Int64GetDatum(c.admission_resumes);
+	values[i++] = Int64GetDatum(c.hit_probes);
+	values[i++] = Int64GetDatum(c.hit_probes_cached);
+	Assert(i == STATS_COLUMNS_1_4);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }

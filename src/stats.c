@@ -211,9 +211,12 @@ bpext_stats_count_data_file_read(uint32 npages, bool timed, uint64 elapsed_us)
 		BpextMyCounters->data_file_reads_untimed += npages;
 }
 
-/* Sum of every process's counters, as they are. */
-static void
-raw_sum(BpextCounters *total)
+/*
+ * Sum of every process's counters, as they are: never lowered by a reset,
+ * for those who compare one sum with a later one (adaptive_admission.c).
+ */
+void
+bpext_stats_raw_sum(BpextCounters *total)
 {
 	uint64	   *sum = (uint64 *) total;
 	int			p;
@@ -238,7 +241,7 @@ bpext_stats_sum(BpextCounters *total, TimestampTz *reset_at)
 	uint64	   *basev = (uint64 *) &base;
 	int			i;
 
-	raw_sum(total);
+	bpext_stats_raw_sum(total);
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
 	base = Stats->reset_base;
 	*reset_at = Stats->reset_at;
@@ -324,7 +327,7 @@ bpext_stats_reset_all(void)
 	BpextDatabaseCounters *dbs;
 	int			n;
 
-	raw_sum(&total);
+	bpext_stats_raw_sum(&total);
 	n = Min(database_totals(&dbs), BPEXT_MAX_DATABASES);
 
 	LWLockAcquire(BpextCtl->control_lock, LW_EXCLUSIVE);

@@ -47,6 +47,12 @@ typedef struct BpextCounters
 	uint64		clean_evictions;	/* clean main-fork pages seen leaving
 									 * shared buffers (evict_push.c) */
 	uint64		missed_pushes;	/* those the tier did not hold then */
+	uint64		hit_probes;		/* tier hits whose data-file page was looked
+								 * for in the page cache
+								 * (adaptive_admission.c) */
+	uint64		hit_probes_cached;	/* of those, the pages found there */
+	uint64		admission_pauses;	/* times the worker paused admission */
+	uint64		admission_resumes;	/* and resumed it */
 	uint64		crc_failures;
 	uint64		io_errors;
 	uint64		read_time_us;	/* tier reads for shared-buffer misses */
@@ -132,6 +138,7 @@ typedef struct BpextDatabaseCounters
 extern Size bpext_stats_shmem_size(void);
 extern void bpext_stats_shmem_init(bool found);
 extern void bpext_stats_sum(BpextCounters *total, TimestampTz *reset_at);
+extern void bpext_stats_raw_sum(BpextCounters *total);
 extern void bpext_stats_reset_all(void);
 extern int	bpext_stats_by_database(BpextDatabaseCounters **result);
 

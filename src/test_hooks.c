@@ -62,9 +62,11 @@
 #include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "storage/smgr.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/rel.h"
 
+#include "page_crc.h"
 #include "test_hooks.h"
 #include "tier_control.h"
 #include "tier_map.h"
@@ -84,6 +86,7 @@ bool		bpext_test_holds = false;
 PG_FUNCTION_INFO_V1(bpext_test_fill);
 PG_FUNCTION_INFO_V1(bpext_test_lookup_cost);
 PG_FUNCTION_INFO_V1(bpext_test_read_block);
+PG_FUNCTION_INFO_V1(bpext_test_page_crc);
 
 /* From settings.c, before the bpext prefix is reserved. */
 void
@@ -403,3 +406,18 @@ bpext_test_read_block(PG_FUNCTION_ARGS)
 	relation_close(rel, AccessShareLock);
 	PG_RETURN_BYTEA_P(page);
 }
+
+/*
+ * bpext_test_page_crc(npages int): every way page_crc.c has of computing a
+ * tier page's CRC on this CPU, against PostgreSQL's, on npages pages.
+ */
+Datum
+bpext_test_page_crc(PG_FUNCTION_ARGS)
+{
+	int32		npages = PG_GETARG_INT32(0);
+	char		out[256];
+
+	bpext_page_crc_test(Max(npages, 1), out, sizeof(out));
+	PG_RETURN_TEXT_P(cstring_to_text(out));
+}
+

@@ -8,11 +8,13 @@
  * once by the postmaster.  Its fields fall into three groups, each with its
  * own protocol:
  *
- *	- state, map_epoch, file_incarnation, active_slots and warm_loading are
- *	  atomics read without a lock on every smgr call; state and file_incarnation are only ever changed
- *	  by the bpext worker (tier_control.c), which is the one process that
- *	  opens, creates, resizes and closes the tier file.  map_epoch is also
- *	  bumped by bpext_drop_clean_buffers (tier_map_begin_drop).
+ *	- state, map_epoch, file_incarnation, active_slots, warm_loading and
+ *	  admission_paused are atomics read without a lock on every smgr call;
+ *	  state and file_incarnation are only ever changed by the bpext worker
+ *	  (tier_control.c), which is the one process that opens, creates,
+ *	  resizes and closes the tier file, and admission_paused by the worker
+ *	  alone too (adaptive_admission.c).  map_epoch is also bumped by
+ *	  bpext_drop_clean_buffers (tier_map_begin_drop).
  *	- path, size and error fields describe the tier for the views; they are
  *	  written by the worker and read by anyone, under control_lock.
  *	- the counters live in stats.c, one slot per process.
@@ -55,6 +57,9 @@ typedef struct BpextControl
 	pg_atomic_uint32 warm_loading;	/* the worker is loading a saved map
 									 * (warm_restart.c): no slot may be
 									 * allocated */
+	pg_atomic_uint32 admission_paused;	/* the worker paused admission: the
+										 * tier cannot help now
+										 * (adaptive_admission.c) */
 
 	/* Protected by control_lock. */
 	LWLock	   *control_lock;
@@ -100,6 +105,17 @@ bpext_tier_enabled(void)
 {
 	return BpextCtl != NULL &&
 		pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED;
+}
+
+/*
+ * Has the worker paused admission because the tier cannot help
+ * (adaptive_admission.c)?  Pushes, read admission and dual-write stores
+ * stop meanwhile; invalidation never does.
+ */
+static inline bool
+bpext_admission_paused(void)
+{
+	return pg_atomic_read_u32(&BpextCtl->admission_paused) != 0;
 }
 
 /* The state machine. */

@@ -24,7 +24,8 @@
  * chain (or on the free stack), an atomic state word and the time of its last
  * use.  Relation identity (the RelFileNode and fork) is kept once per relation
  * in a TierRel, so the map costs about 32 bytes per 8 kB tier page (bucket
- * array and relation table included).
+ * array and relation table included; 31.3 at a terabyte, where the
+ * relation table stops growing).
  *
  * Map-wide rules.
  *
@@ -37,9 +38,9 @@
  *	  directory (slot_directory.c) once the slot's fields are final, so
  *	  that its copy on the SSD is written again.
  *
- * Start-up cost.  A terabyte tier has 134 million slots (3.7 GB) and up to 8
+ * Start-up cost.  A terabyte tier has 134 million slots (3.7 GB) and up to 4
  * million relation entries.  The postmaster, which must start accepting
- * connections quickly, only sets up the relation buckets (16 MB at a
+ * connections quickly, only sets up the relation buckets (8 MB at a
  * terabyte): page buckets read as empty from zeroed memory (bucket_head),
  * relation entries are made when first taken (rel_unused), and slots by the
  * worker when it makes them usable (tier_map_set_active_slots, slots_ready),
@@ -80,6 +81,7 @@
 #include "port/pg_bitutils.h"
 #include "storage/shmem.h"
 
+#include "page_crc.h"
 #include "tier_map.h"
 #include "tier_map_internal.h"
 
@@ -90,12 +92,20 @@ TierMap    *Map = NULL;
  * ---------------------------------------------------------------------
  */
 
+/*
+ * A relation entry per 16 slots, at least 1024 and at most
+ * BPEXT_MAP_MAX_RELS: an entry is taken per relation fork with pages in
+ * the tier, and 4 million forks is more than any cluster has, while the
+ * 8 million a terabyte's 16th would be cost 1.25 bytes per tier page.
+ */
+#define BPEXT_MAP_MAX_RELS		(4U * 1024 * 1024)
+
 static void
 map_dimensions(uint32 max_slots, uint32 *nbuckets, uint32 *nrels,
 			   uint32 *rel_nbuckets)
 {
 	*nbuckets = pg_nextpower2_32(Max(max_slots / 2, 16));
-	*nrels = Max(max_slots / 16, 1024);
+	*nrels = Min(Max(max_slots / 16, 1024), BPEXT_MAP_MAX_RELS);
 	*rel_nbuckets = pg_nextpower2_32(*nrels / 2);
 }
 
@@ -122,18 +132,6 @@ tier_map_shmem_size(uint32 max_slots)
 	size = add_size(size, MAXALIGN(mul_size(BPEXT_WRITE_COUNTERS,
 											sizeof(pg_atomic_uint32))));
 	return size;
-}
-
-/*
- * Shared memory per tier page, for the views and the 40-byte budget the
- * design holds us to.
- */
-Size
-tier_map_bytes_per_slot(void)
-{
-	if (Map == NULL || Map->max_slots == 0)
-		return 0;
-	return tier_map_shmem_size(Map->max_slots) / Map->max_slots;
 }
 
 void
@@ -196,16 +194,11 @@ tier_page_crc(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 			  const char *page)
 {
 	TierPageKey key;
-	pg_crc32c	crc;
 
 	key.rfile = *rfile;
 	key.fork = (int32) fork;
 	key.block = block;
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, &key, sizeof(key));
-	COMP_CRC32C(crc, page, BLCKSZ);
-	FIN_CRC32C(crc);
-	return crc;
+	return bpext_page_crc(&key, sizeof(key), page);
 }
 
 uint32

@@ -104,7 +104,6 @@ extern void tier_map_foreach_piece(uint32 piece,
 								   void *arg);
 extern void tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg),
 							 void *arg);
-extern Size tier_map_bytes_per_slot(void);
 extern void tier_map_count_slots(uint32 first, uint32 end,
 								 void (*fn) (const BpextRelFile *rfile,
 											 ForkNumber fork, uint64 pages,

@@ -46,6 +46,7 @@
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
+#include "adaptive_admission.h"
 #include "evict_push.h"
 #include "io_watch.h"
 #include "settings.h"
@@ -286,6 +287,9 @@ bpext_worker_main(Datum main_arg)
 
 		/* The map's changes, onto the SSD (slot_directory.c). */
 		bpext_tier_flush_directory();
+
+		/* Pause or resume admission (adaptive_admission.c). */
+		bpext_adaptive_admission_step();
 
 		naptime = bpext_push_round();
 

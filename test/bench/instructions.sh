@@ -4,6 +4,7 @@
 #
 #   test/bench/instructions.sh [--scale 5] [--transactions "500 2500"]
 #                              [--workloads select,tpcb] [--read-path]
+#                              [--whole-server]
 #
 # One throwaway cluster, everything in shared buffers, run under
 # valgrind's callgrind (every server process is counted separately; this
@@ -30,6 +31,31 @@
 # statistics flushes; the per-read figures by about 0.5% with the tier
 # on, whose I/O watch looks at every process's stamp once per 100 ms of
 # wall time, which callgrind stretches).
+#
+# --whole-server counts every process of the server instead of one
+# backend, for data that fits in RAM but not in shared buffers: 16 MB of
+# shared buffers, scale 10 (about 150 MB) with its data files in the page
+# cache, pgbench -S with --clients clients (4), and three configurations:
+# no bpext; a tier of two thirds of the data (pages keep passing through
+# it: pushes, tier evictions); a tier holding all of it (bpext_prewarm).
+# Each configuration runs twice, each time a server of its own: --warmup
+# transactions, then pgbench -S for --duration seconds at each of the two
+# --rates (-R), then a fast shutdown, after which every process of that
+# server has written its count (from PostgresMain, bpext_worker_main or a
+# helper's start, so nothing is counted twice across a fork).  The counts
+# are summed per kind of process (the measured connections' backends, the
+# bpext worker, its writer helper, the other background processes,
+# short-lived processes), the slower run's subtracted from the faster
+# one's, and divided by the difference in transactions: the two runs last
+# as long, so what a process does per second whatever the load cancels
+# out, as do the start, the warm-up and the shutdown.  Not counted: the
+# reader helpers (killed when the worker exits, they write no file; with
+# the data in the page cache they read nothing), and the kernel's work
+# (each pread and pwrite, the writer helper's pipe).  The warm-up's own
+# connections are left out; its work in the bpext worker is not, and
+# varies from run to run with how far the warm-up pushed: with a long
+# --warmup (so that adaptive admission pauses first), the worker's
+# figure is that noise.
 #
 # The backend is identified by its pid: the server logs each connection
 # (log_connections, %p), and only the callgrind files of pgbench's
@@ -58,6 +84,11 @@ WORKLOADS=select,tpcb
 PORT=5496
 RESULTS=""
 READ_PATH=0
+WHOLE_SERVER=0
+CLIENTS=4
+RATES="50 250"
+DURATION=60
+WARMUP=2000
 SHARED_BUFFERS=256MB
 CONFIGS="none off on"
 SEED=7
@@ -72,19 +103,33 @@ Usage: $0 [options]
   --results DIR          where results go (default test/bench/results/instructions-<time>)
   --read-path            shared-buffer misses: 16MB of shared buffers, select-only,
                          no bpext / tier off / 1MB tier (misses) / whole-dataset tier (hits)
+  --whole-server         every server process, data in RAM but not in shared buffers:
+                         16MB of shared buffers, scale 10, pgbench -S with --clients clients,
+                         no bpext / tier of 2/3 of the data (small) / tier holding it (large)
+  --clients N            pgbench clients of --whole-server (default $CLIENTS)
+  --rates "A B"          --whole-server: the two rates, transactions per second (default "$RATES")
+  --duration S           --whole-server: seconds of each run (default $DURATION)
+  --warmup N             --whole-server: transactions of pgbench -S before each run (default $WARMUP)
   --configs LIST         the configurations to run, of none, off, off-nosizing (tier off,
-                         bpext.sizing = off), on, miss, hit (default: all of the mode's)
+                         bpext.sizing = off), on, miss, hit, small, large (default: all of the mode's)
+  --bpext-conf "LINES"   extra postgresql.conf lines for the configurations with bpext
 EOF
 }
 
 while [ $# -gt 0 ]; do
     case "$1" in
-        --scale) SCALE=$2; shift 2 ;;
-        --transactions) TRANSACTIONS=$2; shift 2 ;;
+        --scale) SCALE=$2; SCALE_ARG=1; shift 2 ;;
+        --transactions) TRANSACTIONS=$2; TRANSACTIONS_ARG=1; shift 2 ;;
         --workloads) WORKLOADS=$2; shift 2 ;;
         --port) PORT=$2; shift 2 ;;
         --results) RESULTS=$2; shift 2 ;;
         --read-path) READ_PATH=1; shift ;;
+        --whole-server) WHOLE_SERVER=1; shift ;;
+        --clients) CLIENTS=$2; shift 2 ;;
+        --rates) RATES=$2; shift 2 ;;
+        --duration) DURATION=$2; shift 2 ;;
+        --warmup) WARMUP=$2; shift 2 ;;
+        --bpext-conf) BPEXT_CONF=$2; shift 2 ;;
         --configs) CONFIGS_ARG=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
@@ -95,8 +140,15 @@ if [ "$READ_PATH" = 1 ]; then
     CONFIGS="none off miss hit"
     WORKLOADS=select
 fi
+if [ "$WHOLE_SERVER" = 1 ]; then
+    SHARED_BUFFERS=16MB
+    CONFIGS="none small large"
+    WORKLOADS=select
+    [ -n "${SCALE_ARG:-}" ] || SCALE=10
+fi
 CONFIGS=${CONFIGS_ARG:-$CONFIGS}
 read -r N1 N2 <<< "$TRANSACTIONS"
+read -r RATE1 RATE2 <<< "$RATES"
 [[ $N1 =~ ^[0-9]+$ && $N2 =~ ^[0-9]+$ && $N2 -gt $N1 ]] ||
     { echo "instructions: --transactions needs two counts, the second larger" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "instructions: run as root" >&2; exit 2; }
@@ -104,7 +156,7 @@ command -v valgrind >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install
 [ -f "$("$PGBIN/pg_config" --pkglibdir)/bpext.so" ] ||
     { echo "instructions: bpext is not installed for PostgreSQL $MAJOR (make install)" >&2; exit 2; }
 
-RESULTS=${RESULTS:-$HERE/results/instructions-$([ "$READ_PATH" = 1 ] && echo read-)$(date +%Y%m%d-%H%M%S)}
+RESULTS=${RESULTS:-$HERE/results/instructions-$([ "$READ_PATH" = 1 ] && echo read-)$([ "$WHOLE_SERVER" = 1 ] && echo server-)$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$RESULTS"
 WORK=$(mktemp -d /var/tmp/bpext-instructions.XXXXXX)
 chown postgres "$WORK"
@@ -126,6 +178,7 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 PRISTINE=$WORK/pristine
 as_pg "$PGBIN/initdb" -D "$DATA" -A trust >/dev/null
@@ -145,6 +198,10 @@ EOF
 as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$WORK/init.log" -w start >/dev/null
 as_pg "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -i -q -s "$SCALE" postgres >/dev/null 2>&1
 psql_at -c "VACUUM" -c "CHECKPOINT" >/dev/null
+# --whole-server: the tiers' sizes, from the size of the data.
+DATA_MB=$(psql_at -c "SELECT pg_database_size('postgres') / 1048576")
+SMALL_TIER_MB=$(( DATA_MB * 2 / 3 ))
+LARGE_TIER_MB=$(( DATA_MB * 2 + 64 ))
 stop_server
 mv "$DATA" "$PRISTINE"
 
@@ -165,19 +222,28 @@ start_config() {   # name
                  "bpext.size = 0" > "$DATA/bench.conf" ;;
         off-nosizing) printf '%s\n' "shared_preload_libraries = 'bpext'" "bpext.max_size = 512MB" \
                  "bpext.size = 0" "bpext.sizing = off" > "$DATA/bench.conf" ;;
-        on|hit|miss)
+        on|hit|miss|small|large)
             rm -f "$WORK/tier"
-            printf '%s\n' "shared_preload_libraries = 'bpext'" "bpext.max_size = 512MB" \
-                 "bpext.size = $([ "$name" = miss ] && echo 1MB || echo 512MB)" \
+            case $name in
+                miss) size=1 ;;
+                small) size=$SMALL_TIER_MB ;;
+                large) size=$LARGE_TIER_MB ;;
+                *) size=512 ;;
+            esac
+            printf '%s\n' "shared_preload_libraries = 'bpext'" \
+                 "bpext.max_size = $(( size > 512 ? size : 512 ))MB" \
+                 "bpext.size = ${size}MB" \
                  "bpext.path = '$WORK/tier'" \
                  "bpext.warm_restart = off" > "$DATA/bench.conf" ;;
     esac
+    [ "$name" = none ] || [ -z "${BPEXT_CONF:-}" ] || printf '%s\n' "$BPEXT_CONF" >> "$DATA/bench.conf"
     chown postgres "$DATA/bench.conf"
     CG=$RESULTS/callgrind-$name
     LOG=$RESULTS/server-$name.log
     mkdir -p "$CG"
     chown postgres "$CG"
     as_pg valgrind --tool=callgrind --trace-children=yes --zero-before=PostgresMain \
+        --zero-before=bpext_worker_main --zero-before=bpext_reset_signals \
         --callgrind-out-file="$CG/cg.%p" "$PGBIN/postgres" -D "$DATA" \
         > "$LOG" 2>&1 &
     SERVER_PID=$!
@@ -189,17 +255,18 @@ start_config() {   # name
     if [ "$name" != none ]; then
         psql_at -c "CREATE EXTENSION IF NOT EXISTS bpext" >/dev/null
     fi
-    if [ "$name" = on ] || [ "$name" = hit ] || [ "$name" = miss ]; then
+    if [ "$name" = on ] || [ "$name" = hit ] || [ "$name" = miss ] ||
+       [ "$name" = small ] || [ "$name" = large ]; then
         for i in $(seq 1 120); do
             [ "$(psql_at -c "SELECT state FROM bpext_configuration")" = 5 ] && break
             sleep 1
         done
     fi
-    if [ "$name" = hit ]; then
+    if [ "$name" = hit ] || [ "$name" = large ]; then
         psql_at -c "SELECT sum(bpext_prewarm(c.oid)) FROM pg_class c
                      WHERE c.relname LIKE 'pgbench_%' AND c.relkind IN ('r', 'i')" >/dev/null
     fi
-    if [ "$READ_PATH" = 1 ]; then
+    if [ "$READ_PATH" = 1 ] || [ "$WHOLE_SERVER" = 1 ]; then
         cat "$DATA"/base/*/* > /dev/null
         [ ! -f "$WORK/tier" ] || cat "$WORK/tier" > /dev/null
     fi
@@ -276,6 +343,174 @@ read_call_cost() {   # file
 per_txn() {   # a b -> (b - a) / (N2 - N1), two decimals
     awk -v a="$1" -v b="$2" -v d=$((N2 - N1)) 'BEGIN { printf "%.2f", (b - a) / d }'
 }
+
+# --whole-server: the server's processes (the postmaster and its
+# descendants), as "pid role" lines.  Under valgrind, ps shows valgrind's
+# command line, not PostgreSQL's process titles: the roles come from
+# pg_stat_activity, and the bpext worker's children (its writer and
+# reader helpers, which have no PGPROC) are told apart later by the
+# functions their callgrind files ran.
+server_processes() {
+    local pm worker
+    pm=$(head -n 1 "$DATA/postmaster.pid")
+    worker=$(psql_at -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'bpext tier worker'")
+    psql_at -F'|' -c "SELECT pid, backend_type FROM pg_stat_activity" > "$WORK/activity"
+    ps -e -o pid=,ppid= | awk -v pm="$pm" -v worker="${worker:-0}" -v act="$WORK/activity" '
+        BEGIN {
+            while ((getline line < act) > 0) { split(line, f, "|"); type[f[1]] = f[2] }
+        }
+        { pid[NR] = $1; ppid[NR] = $2 }
+        END {
+            keep[pm] = 1
+            for (round = 0; round < 3; round++)
+                for (i = 1; i <= NR; i++)
+                    if (ppid[i] in keep) keep[pid[i]] = 1
+            for (i = 1; i <= NR; i++) {
+                p = pid[i]
+                if (!(p in keep)) continue
+                if (p == pm) r = "postmaster"
+                else if (ppid[i] == worker) r = "bpext helper"
+                else if (type[p] == "bpext tier worker") r = "bpext worker"
+                else if (type[p] ~ /^bpext/) r = "bpext other workers"
+                else if (type[p] == "client backend" || type[p] == "") r = "backends"
+                else r = "other background processes"
+                print p, r
+            }
+        }'
+}
+
+# One whole-server run at rate tx/s: a server of its own (every process
+# counted until it exits), warmed up, pgbench -S for --duration seconds at
+# that rate (-R), a fast shutdown; then every callgrind file of that
+# server is summed per kind of process.  Two runs of the same length at
+# two rates differ in transactions and not in time, so what a process
+# does per second whatever the load (the bpext worker's rounds while the
+# clock hand stands still, the I/O watch), which callgrind's slowdown
+# would otherwise charge to far fewer transactions than a native run has,
+# cancels out.  (callgrind_control's zero and dump would spare the
+# restarts, but a PostgreSQL process that carries either out exits with
+# code 1 here.)  Sets RUN_TX, RUN_ROLES ("role|instructions" lines) and
+# RUN_COUNTERS as run_pgbench does.
+run_server_pgbench() {   # rate
+    local rate=$1 f v pid role procs="" c0 c1 logpos bench_pids warmup_pids
+    start_config "$CUR"
+    # Warm-up: the pushes fill the small tier and keep it turning over;
+    # given enough transactions (--warmup), adaptive admission pauses.  A
+    # count, not a time: both runs must do the same work before measuring.
+    as_pg env PGAPPNAME=warmup "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -n -S \
+        -c "$CLIENTS" -j 2 -t $(( WARMUP / CLIENTS )) -M prepared postgres > /dev/null 2>&1
+    [ "$CUR" = none ] ||
+        echo "   $rate tx/s: admission_paused after the warm-up: $(psql_at -c "SELECT admission_paused FROM bpext_stats")"
+    c0=$(read_counters)
+    logpos=$(wc -l < "$LOG")
+    as_pg env PGAPPNAME=measured "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -n -S \
+        -c "$CLIENTS" -j 2 -T "$DURATION" -R "$rate" -M prepared \
+        --random-seed="$SEED" postgres > "$RESULTS/pgbench-$CUR-$rate.log" 2>&1 &
+    sleep 5
+    procs=$(server_processes)
+    wait $!
+    RUN_TX=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' \
+        "$RESULTS/pgbench-$CUR-$rate.log")
+    c1=$(read_counters)
+    RUN_COUNTERS=$(awk -F, -v a="$c0" -v b="$c1" 'BEGIN {
+        split(a, x, ","); split(b, y, ",");
+        printf "%d,%d,%d,%d", y[1] - x[1], y[2] - x[2], y[3] - x[3], y[4] - x[4] }')
+    [ "$CUR" = none ] || psql_at -F, -c "SELECT pages_pushed, extension_page_evictions, pages_read_admitted, pages_dual_written FROM bpext_stats" \
+        > "$RESULTS/stats-$CUR-$rate.csv"
+    bench_pids=$(tail -n +"$((logpos + 1))" "$LOG" |
+        sed -n 's/^\[\([0-9]*\)\] LOG:  connection authorized: .*application_name=measured.*/\1/p')
+    warmup_pids=$(sed -n 's/^\[\([0-9]*\)\] LOG:  connection authorized: .*application_name=warmup.*/\1/p' "$LOG")
+    stop_server
+    sleep 2
+    RUN_ROLES=$(for f in "$CG"/*; do
+        v=$(awk '/^totals:/ { print $2 }' "$f")
+        [ -n "$v" ] || continue
+        pid=$(awk '/^pid:/ { print $2; exit }' "$f")
+        if grep -qx "$pid" <<< "$bench_pids"; then
+            role="backends (measured pgbench)"
+        elif grep -qx "$pid" <<< "$warmup_pids"; then
+            # Their work comes before the measured run, like the start-up's.
+            echo "$rate,${f##*/},$pid,warm-up backends (not counted),$v" >> "$RESULTS/files-$CUR.csv"
+            continue
+        else
+            role=$(awk -v p="$pid" '$1 == p { $1 = ""; print substr($0, 2); exit }' <<< "$procs")
+            [ "$role" != backends ] || role=""
+        fi
+        if [ "$role" = "bpext helper" ]; then
+            # Counted from its start (bpext_reset_signals): a reader helper
+            # runs tier_readers.c, the writer helper does not.  (Reader
+            # helpers are killed when the worker exits and leave no file.)
+            if grep -q "^fl=.*tier_readers.c" "$f"; then
+                role="bpext reader helpers"
+            else
+                role="bpext writer helper"
+            fi
+        fi
+        # Processes that came and went: psql's connections, pgbench's
+        # own, the start-up process.
+        echo "$rate,${f##*/},$pid,${role:-other short-lived processes},$v" >> "$RESULTS/files-$CUR.csv"
+        echo "${role:-other short-lived processes}|$v"
+    done | awk -F'|' '{ s[$1] += $2 } END { for (r in s) print r "|" s[r] }')
+    mv "$CG" "$CG-$rate"
+}
+
+if [ "$WHOLE_SERVER" = 1 ]; then
+    echo "config,role,instructions_per_transaction" > "$RESULTS/results.csv"
+    declare -A ROLE_TXN CNT_TXN
+    ROLES=""
+    for CUR in $CONFIGS; do
+        echo "== $CUR"
+        echo "rate,file,pid,role,instructions" > "$RESULTS/files-$CUR.csv"
+        run_server_pgbench "$RATE1"
+        ra=$RUN_ROLES ca=$RUN_COUNTERS ta=$RUN_TX
+        run_server_pgbench "$RATE2"
+        rb=$RUN_ROLES cb=$RUN_COUNTERS tb=$RUN_TX
+        echo "   $ta and $tb transactions in $DURATION s"
+        while IFS='|' read -r role v; do
+            a=$(awk -F'|' -v r="$role" '$1 == r { print $2 }' <<< "$ra")
+            per=$(awk -v a="${a:-0}" -v b="$v" -v d=$((tb - ta)) 'BEGIN { printf "%.2f", (b - a) / d }')
+            ROLE_TXN[$CUR,$role]=$per
+            grep -qxF "$role" <<< "$ROLES" || ROLES+="$role"$'\n'
+            echo "$CUR,$role,$per" >> "$RESULTS/results.csv"
+            echo "   $role: $per instructions per transaction"
+        done <<< "$rb"
+        IFS=, read -r r1 l1 h1 d1 <<< "$ca"
+        IFS=, read -r r2 l2 h2 d2 <<< "$cb"
+        CNT_TXN[$CUR]=$(awk -v a="$ca" -v b="$cb" -v ta="$ta" -v tb="$tb" 'BEGIN {
+            split(a, x, ","); split(b, y, ",");
+            for (i = 1; i <= 4; i++) printf "%s%.2f", (i > 1 ? " " : ""), (y[i] - x[i]) / (tb - ta) }')
+        echo "   per transaction: blks_read, lookups, hits, data_file_reads: ${CNT_TXN[$CUR]}"
+    done
+    {
+        echo "# Instructions per transaction of the whole server (callgrind, pgbench -S, $CLIENTS clients, $SHARED_BUFFERS of shared buffers, data files in the page cache)"
+        echo
+        echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{ print $3 }'), bpext $(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown), pgbench scale $SCALE (${DATA_MB} MB), -M prepared, $DURATION s at $RATE1 and at $RATE2 transactions per second (-R), the difference; small tier ${SMALL_TIER_MB} MB, large tier ${LARGE_TIER_MB} MB (loaded with bpext_prewarm)${BPEXT_CONF:+; with bpext: $(tr '\n' ';' <<< "$BPEXT_CONF")}."
+        echo
+        header="| process |"; rule="|---|"
+        for c in $CONFIGS; do header+=" $c |"; rule+="---|"; done
+        echo "$header"; echo "$rule"
+        while read -r role; do
+            [ -n "$role" ] || continue
+            row="| $role |"
+            for c in $CONFIGS; do row+=" ${ROLE_TXN[$c,$role]:-0} |"; done
+            echo "$row"
+        done <<< "$ROLES"
+        row="| **total** |"
+        for c in $CONFIGS; do
+            row+=" $(for r in "${!ROLE_TXN[@]}"; do [[ $r == "$c,"* ]] && echo "${ROLE_TXN[$r]}"; done |
+                awk '{ s += $1 } END { printf "**%.0f**", s }') |"
+        done
+        echo "$row"
+        row="| blks_read, lookups, hits, data-file reads per transaction |"
+        for c in $CONFIGS; do row+=" ${CNT_TXN[$c]// / \/ } |"; done
+        echo "$row"
+        echo
+        echo "Callgrind counts user-space instructions only: the kernel's work (each pread and pwrite, the pipe to the writer helper) is not included."
+    } > "$RESULTS/results.md"
+    cat "$RESULTS/results.md"
+    echo "results: $RESULTS"
+    exit 0
+fi
 
 echo "workload,config,instructions_per_transaction,blks_read_per_transaction,lookups_per_transaction,hits_per_transaction,data_file_reads_per_transaction,instructions_per_read_call,backend_file_$N1,backend_file_$N2" \
     > "$RESULTS/results.csv"

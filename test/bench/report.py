@@ -17,7 +17,7 @@ import re
 import statistics
 import sys
 
-CONFIG_ORDER = ["A", "B", "C", "D", "E0", "E"]
+CONFIG_ORDER = ["A", "B", "C", "D", "E0", "E", "M0", "MS", "ML"]
 CONFIG_LABEL = {
     "A": "A no tier",
     "B": "B bpext tier",
@@ -25,6 +25,9 @@ CONFIG_LABEL = {
     "D": "D big shared_buffers",
     "E0": "E0 fits in RAM, no bpext",
     "E": "E fits in RAM, bpext on",
+    "M0": "M0 data in RAM, no bpext",
+    "MS": "MS data in RAM, tier smaller",
+    "ML": "ML data in RAM, tier holds it",
 }
 WORKLOAD_LABEL = {
     "select": "select-only (-S)",
@@ -35,7 +38,7 @@ WORKLOAD_LABEL = {
 }
 COLORS = {"A": "#d62728", "B": "#1f77b4", "C": "#2ca02c", "D": "#9467bd",
           "E0": "#7f7f7f", "E": "#17becf", "R0": "#d62728", "RC": "#ff7f0e",
-          "RW": "#1f77b4"}
+          "RW": "#1f77b4", "M0": "#8c564b", "MS": "#e377c2", "ML": "#bcbd22"}
 # R: select-only after a clean restart, per start mode.
 RESTART_ORDER = ["R0", "RC", "RW"]
 RESTART_LABEL = {
@@ -114,6 +117,16 @@ def ab_rounds(runs, w):
             for n in sorted({k[1] for k in tps}) if ("A", n) in tps and ("B", n) in tps]
 
 
+def ram_rounds(runs, w, c):
+    """c/M0 per round of the data-in-RAM rounds: [(round, M0 TPS, c TPS, c/M0)]."""
+    tps = {}
+    for r in runs:
+        if r["config"] in ("M0", c) and r["workload"] == w and r["tag"] == "main" and r["tps"]:
+            tps[(r["config"], r.get("round", 1))] = r["tps"]
+    return [(n, tps[("M0", n)], tps[(c, n)], tps[(c, n)] / tps[("M0", n)])
+            for n in sorted({k[1] for k in tps}) if ("M0", n) in tps and (c, n) in tps]
+
+
 def delta(after, before, key):
     if not after or not before or after.get(key) is None or before.get(key) is None:
         return None
@@ -184,11 +197,13 @@ def main():
 
     workloads = [w for w in params["workloads"].split(",")]
     overhead_workloads = [w for w in params["overhead_workloads"].split(",")]
-    # E/E0's workloads count only where E ran.
+    ram_workloads = params.get("ram_workloads", "select").split(",")
+    # E/E0's and M's workloads count only where they ran.
+    all_workloads = list(workloads)
     if any(r["config"] in ("E", "E0") for r in runs):
-        all_workloads = workloads + [w for w in overhead_workloads if w not in workloads]
-    else:
-        all_workloads = list(workloads)
+        all_workloads += [w for w in overhead_workloads if w not in all_workloads]
+    if any(r["config"] in ("M0", "MS", "ML") for r in runs):
+        all_workloads += [w for w in ram_workloads if w not in all_workloads]
 
     # Throughput per configuration and workload: measured runs only (tag
     # "main"; E and E0: the mean over their rounds).
@@ -197,7 +212,7 @@ def main():
     for w in all_workloads:
         for c in CONFIG_ORDER:
             sel = [r for r in runs if r["config"] == c and r["workload"] == w
-                   and r["tag"] != "cold" and r["tps"] is not None]
+                   and r["tag"] not in ("cold", "warmup") and r["tps"] is not None]
             if sel:
                 tps[(c, w)] = statistics.mean(r["tps"] for r in sel)
                 lat[(c, w)] = statistics.mean(r["latency_ms"] for r in sel
@@ -280,6 +295,30 @@ def main():
                          + " | ".join(cells.get(n, "-") for n in range(1, nrounds + 1))
                          + f" | {statistics.median(vals):.2f} | {min(vals):.2f} - {max(vals):.2f} |")
         lines.append("\nEach cell: B/A (A TPS / B TPS).\n")
+
+    # -- data in RAM: bpext against no bpext, per round
+    ram = {(w, c): ram_rounds(runs, w, c) for w in ram_workloads for c in ("MS", "ML")}
+    if any(ram.values()):
+        lines.append("## Data in RAM: bpext against no bpext\n")
+        lines.append(f"Data on the fast disk, read into the page cache, no memory limit, "
+                     f"shared_buffers {p['shared_buffers_mb']} MB; MS: a tier of "
+                     f"{p.get('ram_tier_small_mb')} MB, smaller than the database; ML: a tier of "
+                     f"{p.get('ram_tier_large_mb')} MB that holds it.  Each run its own server "
+                     f"start on a fresh copy of the dataset, after {p.get('ram_warmup')} s of "
+                     f"select-only; rounds in M0 MS ML, ML MS M0 order.\n")
+        nr = max(len(v) for v in ram.values())
+        lines.append("| workload | ratio | " + " | ".join(f"round {n}" for n in range(1, nr + 1))
+                     + " | median | min - max |")
+        lines.append("|" + "---|" * (nr + 4))
+        for (w, c), per_round in ram.items():
+            if not per_round:
+                continue
+            cells = {n: f"{v:.3f} ({fmt(a)} / {fmt(b)})" for n, a, b, v in per_round}
+            vals = [x[3] for x in per_round]
+            lines.append(f"| {WORKLOAD_LABEL[w]} | {c}/M0 | "
+                         + " | ".join(cells.get(n, "-") for n in range(1, nr + 1))
+                         + f" | {statistics.median(vals):.3f} | {min(vals):.3f} - {max(vals):.3f} |")
+        lines.append("\nEach cell: ratio (M0 TPS / bpext TPS).\n")
 
     # -- per-run detail
     lines.append("## Runs\n")
@@ -368,6 +407,25 @@ def main():
         for c, goal in (("A", "~600"), ("C", "~17,000")):
             if (c, w) in tps:
                 target(f"{c} select-only TPS", f"{tps[(c, w)]:,.0f}", goal, None)
+
+    for (w, c), per_round in ram.items():
+        if not per_round:
+            continue
+        vals = [x[3] for x in per_round]
+        med = statistics.median(vals)
+        derived.append(f"{c}/M0 {WORKLOAD_LABEL[w]} (data in RAM): {med:.3f}, the median of "
+                       f"{len(vals)} rounds ({', '.join(f'{v:.3f}' for v in vals)})")
+        target(f"{c}/M0 {WORKLOAD_LABEL[w]}, data in RAM (median of rounds)", f"{med:.3f}",
+               ">= 0.97", med >= 0.97)
+    for r in runs:
+        if r["config"] in ("MS", "ML") and r["tag"] == "main" and r.get("bpext_after"):
+            b1 = r["bpext_after"]
+            derived.append(f"{r['config']} {WORKLOAD_LABEL[r['workload']]} round {r.get('round', 1)}: "
+                           f"admission {'paused' if b1.get('admission_paused') else 'admitting'} at the "
+                           f"end ({b1.get('admission_pauses', '-')} pauses, "
+                           f"{b1.get('admission_resumes', '-')} resumes since start), "
+                           f"{fmt(r['tier_pushed'])} pushed, {fmt(r['tier_evictions'])} tier evictions "
+                           f"and tier hit {fmt(r['tier_hit_pct'], 1)}% in the measured run")
 
     for w in overhead_workloads:
         e_runs = {r["tag"]: r["tps"] for r in runs if r["config"] == "E" and r["workload"] == w}

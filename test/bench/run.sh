@@ -57,6 +57,10 @@ WRITE_POLICY=dual_write # bpext.write_policy in B and E
 DIRECT_IO=off           # bpext.direct_io in B and E (bpext's default)
 CONFIGS=A,B,C,D,E,R
 WORKLOADS=select,skew,skewrw,scan,tpcb
+RAM_TIER_SMALL=auto     # MB, MS: smaller than the database (2/3 of it)
+RAM_TIER_LARGE=auto     # MB, ML: holds the database (as --tier-size auto)
+RAM_WORKLOADS=select    # workloads of M0, MS, ML
+RAM_WARMUP=60           # seconds of select-only before M0, MS, ML measure
 OVERHEAD_WORKLOADS=select,tpcb
 SKEW=exponential:4      # exponential:P or zipfian:S over aid
 SKEW_UPDATE_PCT=20      # skewrw: share of transactions that update a row
@@ -99,8 +103,12 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --direct-io on|off     bpext.direct_io in B and E (default $DIRECT_IO)
   --io-method M          io_method of every configuration, 18 and later: sync, worker
                          or io_uring (default: the server's, worker)
-  --configs LIST         of A,B,C,D,E,R (E runs E and E0; R runs R0, RC, RW)
-                         (default $CONFIGS)
+  --configs LIST         of A,B,C,D,E,R,M (E runs E and E0; R runs R0, RC, RW;
+                         M runs M0, MS, ML) (default $CONFIGS)
+  --ram-tier-small SIZE|auto  bpext.size of MS (default $RAM_TIER_SMALL: 2/3 of the database)
+  --ram-tier-large SIZE|auto  bpext.size of ML (default $RAM_TIER_LARGE: 1.25 x database)
+  --ram-workloads LIST   workloads of M0, MS, ML (default $RAM_WORKLOADS)
+  --ram-warmup S         M0, MS, ML: seconds of select-only before measuring (default $RAM_WARMUP)
   --workloads LIST       of select,skew,skewrw,scan,tpcb, run in this order
                          (default $WORKLOADS)
   --overhead-workloads LIST  workloads of E/E0 (default $OVERHEAD_WORKLOADS)
@@ -123,6 +131,9 @@ Configurations:
   E   bpext loaded, tier on, data fits in shared_buffers; E0 the same without bpext
   R   after a clean restart, as A (R0), as B with the tier starting cold (RC,
       bpext.warm_restart off) and starting warm (RW): throughput over time
+  M   data in RAM: data on the fast disk, no memory limit, shared_buffers as A:
+      no bpext (M0), a tier smaller than the database (MS), a tier that holds
+      it (ML), in --ab-rounds rounds (M0 MS ML, ML MS M0, ...)
 EOF
 }
 
@@ -164,6 +175,10 @@ while [ $# -gt 0 ]; do
         --shared-buffers) SHARED_BUFFERS=$(size_arg "$opt" "$val"); shift ;;
         --big-shared-buffers) [ "$val" = auto ] && BIG_SB=auto || BIG_SB=$(size_arg "$opt" "$val"); shift ;;
         --tier-size) [ "$val" = auto ] && TIER_SIZE=auto || TIER_SIZE=$(size_arg "$opt" "$val"); shift ;;
+        --ram-tier-small) [ "$val" = auto ] && RAM_TIER_SMALL=auto || RAM_TIER_SMALL=$(size_arg "$opt" "$val"); shift ;;
+        --ram-tier-large) [ "$val" = auto ] && RAM_TIER_LARGE=auto || RAM_TIER_LARGE=$(size_arg "$opt" "$val"); shift ;;
+        --ram-workloads) RAM_WORKLOADS=$val; shift ;;
+        --ram-warmup) RAM_WARMUP=$(int_arg "$opt" "$val"); shift ;;
         --admission) ADMISSION=$val; shift ;;
         --write-policy) WRITE_POLICY=$val; shift ;;
         --direct-io) DIRECT_IO=$val; shift ;;
@@ -191,8 +206,8 @@ WRITE_IOPS=${WRITE_IOPS:-$IOPS}
 has() { [[ ",$1," == *",$2,"* ]]; }
 [[ -z $IO_METHOD || $IO_METHOD =~ ^(sync|worker|io_uring)$ ]] ||
     die "--io-method: sync, worker or io_uring, not $IO_METHOD"
-for c in ${CONFIGS//,/ }; do [[ $c =~ ^(A|B|C|D|E|R)$ ]] || die "--configs: unknown configuration $c"; done
-for w in ${WORKLOADS//,/ } ${OVERHEAD_WORKLOADS//,/ }; do
+for c in ${CONFIGS//,/ }; do [[ $c =~ ^(A|B|C|D|E|R|M)$ ]] || die "--configs: unknown configuration $c"; done
+for w in ${WORKLOADS//,/ } ${OVERHEAD_WORKLOADS//,/ } ${RAM_WORKLOADS//,/ }; do
     [[ $w =~ ^(select|skew|skewrw|scan|tpcb)$ ]] || die "unknown workload $w"
 done
 [[ $ADMISSION =~ ^(evict|read)$ ]] || die "--admission: evict or read"
@@ -534,6 +549,10 @@ DB_MB=$((DB_BYTES / 1048576))
 round_up64() { echo $(( ($1 + 63) / 64 * 64 )); }
 [ "$BIG_SB" = auto ] && BIG_SB=$(round_up64 $(( DB_MB * 12 / 10 + 64 )))
 [ "$TIER_SIZE" = auto ] && TIER_SIZE=$(round_up64 $(( DB_MB * 125 / 100 + 64 )))
+[ "$RAM_TIER_SMALL" = auto ] && RAM_TIER_SMALL=$(round_up64 $(( DB_MB * 2 / 3 )))
+[ "$RAM_TIER_LARGE" = auto ] && RAM_TIER_LARGE=$(round_up64 $(( DB_MB * 125 / 100 + 64 )))
+# M: no memory limit but the machine's.
+MEM_MB=$(awk '/MemTotal/ { print int($2 / 1024) }' /proc/meminfo)
 BIG_RAM=$(( BIG_SB + RAM - SHARED_BUFFERS ))
 NACCOUNTS=$((SCALE * 100000))
 
@@ -600,6 +619,8 @@ cat > "$RESULTS/params.json" <<JSON
  "read_iops": $READ_IOPS, "write_iops": $WRITE_IOPS, "mbps": $MBPS, "readahead_kb": $READAHEAD_KB,
  "ram_mb": $RAM, "shared_buffers_mb": $SHARED_BUFFERS, "big_shared_buffers_mb": $BIG_SB,
  "big_ram_mb": $BIG_RAM, "tier_size_mb": $TIER_SIZE, "admission": "$ADMISSION",
+ "ram_tier_small_mb": $RAM_TIER_SMALL, "ram_tier_large_mb": $RAM_TIER_LARGE,
+ "ram_workloads": "$RAM_WORKLOADS", "ram_warmup": $RAM_WARMUP,
  "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO", "io_method": "${IO_METHOD:-default}", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
  "overhead_workloads": "$OVERHEAD_WORKLOADS", "skew": "$SKEW",
  "skew_update_pct": $SKEW_UPDATE_PCT, "protocol": "$PROTOCOL",
@@ -628,8 +649,8 @@ start_config() {   # name data-dir slow(0|1) shared-buffers-MB ram-MB bpext(0|1)
         rm -f "$TIERFILE"
         extra=("shared_preload_libraries = 'bpext'"
                "bpext.path = '$TIERFILE'"
-               "bpext.size = ${TIER_SIZE}MB"
-               "bpext.max_size = ${TIER_SIZE}MB"
+               "bpext.size = ${CFG_TIER_SIZE:-$TIER_SIZE}MB"
+               "bpext.max_size = ${CFG_TIER_SIZE:-$TIER_SIZE}MB"
                "bpext.admission = $ADMISSION"
                "bpext.write_policy = $WRITE_POLICY"
                "bpext.direct_io = $DIRECT_IO"
@@ -842,6 +863,23 @@ restart_config() {   # name bpext(0|1) warm_restart(on|off) warm-mode
     stop_config immediate
 }
 
+# M: data in RAM.  Data on the fast disk, read into the page cache, no
+# memory limit but the machine's; select-only for RAM_WARMUP seconds (the
+# small tier fills and keeps turning over; adaptive admission settles),
+# then the measured runs.  M0 gets the same warm-up.
+ram_config() {   # name bpext(0|1) tier-MB
+    local name=$1 bpext=$2 tier_mb=$3 wl
+    fresh_copy "$FASTDATA" 0
+    CFG_TIER_SIZE=$tier_mb start_config "$name" "$FASTDATA" 0 "$SHARED_BUFFERS" "$MEM_MB" "$bpext" ||
+        { stop_config; return 0; }
+    warm read
+    [ "$RAM_WARMUP" -gt 0 ] && run_pgbench select "$RAM_WARMUP" warmup
+    for wl in ${RAM_WORKLOADS//,/ }; do run_pgbench "$wl" "$DURATION" main; done
+    [ "$bpext" = 1 ] && say "$name: $(psql_at -c "SELECT 'admission ' || CASE WHEN admission_paused THEN 'paused' ELSE 'admitting' END || ', ' || admission_pauses || ' pauses, ' || admission_resumes || ' resumes' FROM bpext_stats")"
+    stop_config immediate
+    rm -rf "$FASTDATA"
+}
+
 describe() {
     case $1 in
         A) echo "A: no tier, data on the ${READ_IOPS}-IOPS disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB" ;;
@@ -850,12 +888,13 @@ describe() {
         D) echo "D: shared_buffers ${BIG_SB}MB, data on the ${READ_IOPS}-IOPS disk, RAM ${BIG_RAM}MB (RAM ceiling)" ;;
         E) echo "E/E0: shared_buffers ${BIG_SB}MB, data on the fast disk, RAM ${BIG_RAM}MB, bpext tier on / not loaded" ;;
         R) echo "R: select-only for ${RESTART_SECONDS} s after a clean restart: no tier (R0), tier starting cold (RC), tier starting warm (RW)" ;;
+        M) echo "M: data in RAM (fast disk, no memory limit), shared_buffers ${SHARED_BUFFERS}MB: no bpext (M0), tier ${RAM_TIER_SMALL}MB smaller than the database (MS), tier ${RAM_TIER_LARGE}MB holding it (ML)" ;;
     esac
 }
 
 # ---------------------------------------------------------------- the run
 say "database ${DB_MB}MB; tier ${TIER_SIZE}MB; large shared_buffers ${BIG_SB}MB"
-for c in A B C D E R; do has "$CONFIGS" "$c" && say "  $(describe "$c")"; done
+for c in A B C D E R M; do has "$CONFIGS" "$c" && say "  $(describe "$c")"; done
 
 # A and B alternate for AB_ROUNDS rounds in ABBA order (A B, B A, A B, ...),
 # each run its own server start on a fresh copy of the dataset, so that a
@@ -907,6 +946,23 @@ if has "$CONFIGS" E; then
             stop_config fast
         done
     done
+fi
+
+if has "$CONFIGS" M; then
+    # Rounds in ABC CBA order, as A and B: a drift lands on every side.
+    for r in $(seq 1 "$AB_ROUNDS"); do
+        [ "$AB_ROUNDS" -gt 1 ] && CUR_ROUND=$r
+        if [ $((r % 2)) = 1 ]; then order="M0 MS ML"; else order="ML MS M0"; fi
+        for name in $order; do
+            phase "$(describe M): $name${CUR_ROUND:+, round $r of $AB_ROUNDS}"
+            case $name in
+                M0) ram_config M0 0 0 ;;
+                MS) ram_config MS 1 "$RAM_TIER_SMALL" ;;
+                ML) ram_config ML 1 "$RAM_TIER_LARGE" ;;
+            esac
+        done
+    done
+    CUR_ROUND=""
 fi
 
 if has "$CONFIGS" R; then

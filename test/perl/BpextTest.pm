@@ -192,6 +192,12 @@ sub bpext_init_node
 		# A tier a test put in state 7 stays there until the test acts:
 		# the tests of the way back set bpext.recovery_interval themselves.
 		$conf .= "bpext.recovery_interval = 0\n";
+
+		# The tests' data files are in the page cache, where adaptive
+		# admission would pause pushes, read admission and dual writes
+		# after seconds of tier hits; the tests of those need them
+		# (033 tests the pause itself).
+		$conf .= "bpext.adaptive_admission = off\n";
 	}
 	$conf .= $opts{conf} if defined $opts{conf};
 	$node->append_conf('postgresql.conf', $conf);

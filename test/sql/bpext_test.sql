@@ -19,6 +19,12 @@ RETURNS bytea
 AS '$libdir/bpext', 'bpext_test_read_block'
 LANGUAGE C STRICT VOLATILE;
 
+CREATE OR REPLACE FUNCTION bpext_test_page_crc(npages integer)
+RETURNS text
+AS '$libdir/bpext', 'bpext_test_page_crc'
+LANGUAGE C STRICT VOLATILE;
+
 REVOKE ALL ON FUNCTION bpext_test_fill(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_test_lookup_cost(integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_test_read_block(regclass, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION bpext_test_page_crc(integer) FROM PUBLIC;

@@ -123,7 +123,8 @@ for my $col (qw(extension_page_reads extension_page_writes extension_free_pages
 	extension_allocated_pages lookups hits misses data_file_reads
 	data_file_read_calls bytes_read bytes_written invalidations
 	pages_pushed pages_dual_written pages_prewarmed crc_failures io_errors
-	clean_evictions missed_pushes))
+	clean_evictions missed_pushes admission_pauses admission_resumes
+	hits_probed hits_probed_cached))
 {
 	cmp_ok(metric("bpext_stats_$col") // 'NaN', '==', $s{$col},
 		"bpext_stats_$col is $s{$col}");
