@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/pg_major.sh
+bpext_usage_if_asked "$0" "$@"
 
 major=${PG_MAJOR:-17}
 bpext_check_majors "$major"

@@ -10,6 +10,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/pg_major.sh"
+bpext_usage_if_asked "$0" "$@"
 
 native=$(bpext_native_major) || {
     echo "install-deps: this system ships no PostgreSQL major that bpext supports ($BPEXT_SUPPORTED_MAJORS)" >&2

@@ -27,6 +27,7 @@
 set -Eeuo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 . "$src/test/pg_major.sh"
+bpext_usage_if_asked "$0" "$@"
 
 say() { echo "package: $*"; }
 die() { echo "package: FAILED: $*" >&2; exit 1; }
@@ -166,7 +167,8 @@ cmd_check() {
 
     # What the package must hold: the library, the control file, the SQL
     # scripts of DATA, the JIT bitcode where the server does JIT, and the
-    # Debian docs; nothing else.
+    # docs (README.md and doc/, uncompressed, so that the links between them
+    # work); nothing else.
     local expected=$work/expected.list installed=$work/installed.list
     {
         echo "$pkglibdir/bpext.so"
@@ -176,7 +178,9 @@ cmd_check() {
             echo "$pkglibdir/bitcode/bpext.index.bc"
             for f in $(mkvar OBJS); do echo "$pkglibdir/bitcode/bpext/${f%.o}.bc"; done
         fi
-        for f in copyright changelog.Debian.gz README.md.gz; do echo "/usr/share/doc/$pkg/$f"; done
+        for f in copyright changelog.Debian.gz README.md "$src"/doc/*.md; do
+            echo "/usr/share/doc/$pkg/${f#"$src"/}"
+        done
     } | sort > "$expected"
 
     say "installing $(basename "$deb") with apt"

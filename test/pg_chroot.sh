@@ -19,12 +19,13 @@
 # Run as root.
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/test/pg_major.sh"
+bpext_usage_if_asked "$0" "$@"
+
 major=${1:?usage: test/pg_chroot.sh MAJOR [command ...]}
 shift
-here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${BPEXT_CHROOT_CACHE:-/var/tmp}
-
-. "$here/test/pg_major.sh"
 bpext_check_majors "$major" || exit 2
 suite=$(bpext_major_suite "$major")
 

@@ -122,3 +122,17 @@ bpext_check_majors() {
         esac
     done
 }
+
+# "script --help" (or -h): print the script's header comment, its manual,
+# and exit, before it does anything.  Called by each script that sources
+# this file, with its own arguments.
+bpext_usage_if_asked() {
+    local script=$1
+    shift
+    case "${1:-}" in
+        -h | --help) ;;
+        *) return 0 ;;
+    esac
+    sed -n '2,/^[^#]/{/^#/!q;s/^# \{0,1\}//;p}' "$script"
+    exit 0
+}

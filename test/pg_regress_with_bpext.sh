@@ -70,6 +70,7 @@ tier_size=${BPEXT_PG_REGRESS_TIER_SIZE:-256MB}
 cache=${BPEXT_PG_SRC_CACHE:-/var/tmp/bpext-pg$major-src}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/pg_major.sh"
+bpext_usage_if_asked "$0" "$@"
 
 say() { echo "pg_regress_with_bpext: $*"; }
 pg16_no_source="no source of PostgreSQL 16 can be had here: no Debian release ships 16, and the registries' servers (test/pg_major.sh) come without test sources; BPEXT_PG_SRC=<an unpacked 16 source tree> runs the suite"

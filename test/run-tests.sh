@@ -26,6 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$(pwd)
 . test/pg_major.sh
+bpext_usage_if_asked "$0" "$@"
 
 majors=${PG_MAJOR:-$BPEXT_SUPPORTED_MAJORS}
 bpext_check_majors "$majors"
