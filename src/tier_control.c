@@ -65,6 +65,7 @@
 #include "progress.h"
 #include "settings.h"
 #include "slot_directory.h"
+#include "stats.h"
 #include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
@@ -1106,7 +1107,10 @@ bpext_tier_flush_directory(void)
 	if (!slot_directory_flush(worker_fd, DIRECTORY_FLUSH_MAX_CHUNKS,
 							  &nwritten, &more))
 	{
-		bpext_tier_fail("could not write the slot directory", errno);
+		int			save_errno = errno;
+
+		BPEXT_COUNT(io_errors, 1);
+		bpext_tier_fail("could not write the slot directory", save_errno);
 		return;
 	}
 	if (more)

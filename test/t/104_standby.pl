@@ -41,9 +41,15 @@ $primary->safe_psql('tmpl', 'CREATE EXTENSION bpext');
 bpext_create_helpers($primary, 'tmpl');
 bpext_load_table($primary, 'tmpl', 'dt', 5000, 1);
 
+# A slot that holds the primary's WAL from before the backup until the
+# standby has streamed it: on a busy machine the standby can start late
+# enough for checkpoints to have recycled what it needs.
+$primary->safe_psql('postgres',
+	"SELECT pg_create_physical_replication_slot('standby', true)");
 $primary->backup('base');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($primary, 'base', has_streaming => 1);
+$standby->append_conf('postgresql.conf', "primary_slot_name = 'standby'\n");
 my $standby_tier = $standby->basedir . '/bpext.tier';
 # The backup carries the primary's settings: give the standby its own file.
 $standby->append_conf('postgresql.conf', "bpext.path = '$standby_tier'\n");

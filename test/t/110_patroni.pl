@@ -143,7 +143,10 @@ sub wait_caught_up
 	my $lsn = $leader->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
 	for my $r (@replicas)
 	{
-		my $deadline = time() + 120;
+		# Generous: a replica that Patroni has just rewound or restarted
+		# replays slowly on a busy machine; one that stays behind is
+		# described below.
+		my $deadline = time() + 240;
 		my $done = 0;
 		while (time() < $deadline)
 		{
@@ -151,7 +154,12 @@ sub wait_caught_up
 				"SELECT pg_last_wal_replay_lsn() >= '$lsn'::pg_lsn");
 			usleep(100_000);
 		}
-		ok($done, $r->name . " replayed up to the leader's $lsn");
+		next if ok($done, $r->name . " replayed up to the leader's $lsn");
+		my (undef, $state) = $r->psql('postgres',
+			"SELECT 'replayed up to ' || pg_last_wal_replay_lsn() || ', WAL receiver: '"
+			  . " || coalesce((SELECT status || ' from ' || sender_host || ', flushed up to '"
+			  . " || flushed_lsn FROM pg_stat_wal_receiver), 'none')");
+		diag($r->name . ': ' . ($state || 'does not answer'));
 	}
 	return;
 }
