@@ -6,6 +6,10 @@
  *	  and reused at the next start only when nothing can have changed the
  *	  data files in between.
  *
+ * One concern, though near 1,500 lines: saving, deciding and loading share
+ * the saved format and the proof that it still describes the data files;
+ * apart, each would have to carry the others' invariants.
+ *
  * Saving.  The map's slots are kept on the SSD as the map changes, in the
  * slot directory after the last slot (slot_directory.c), so the save at
  * exit only finishes it: when the postmaster exits (before_shmem_exit,
