@@ -40,25 +40,27 @@
  *	  (bpext.admission = read), and stays in it when it is served.  So a
  *	  page referenced by a miss is, from then on, either in shared buffers
  *	  or in the tier.  The stack therefore models shared buffers and the
- *	  tier together: the bpext worker sweeps shared buffers (a full pass a
- *	  second at most, bpext_sizing_sweep_shared_buffers) and moves the
- *	  sampled pages it finds there to the top, so that a page is dated by
- *	  when it was last seen in shared buffers, about when the tier got it,
- *	  not by the miss that brought it in; and a tier of S pages is the
- *	  stack's answer for S + shared_buffers pages (hit_ratio_at).  That
- *	  counts the pages both hold (pages the tier served and keeps) twice,
- *	  which overstates a little.  The pushes themselves are not fed in:
- *	  with the tier off there are none, and the curve must mean the same
- *	  thing before and after the SSD exists.
- *	- A write re-admits the page (dual write stores it; under
- *	  write_policy = invalidate the clean page is pushed when it is
- *	  evicted).  A dirty page written by the backend that evicts it, under
- *	  invalidate, is not in the tier afterwards but counts as in it here.
+ *	  tier together: the bpext worker sees shared buffers (the buffers
+ *	  just ahead of the clock hand, and a pass over all of them a second,
+ *	  bpext_sizing_sweep_shared_buffers) and moves the sampled pages it
+ *	  finds there to the top, so that a page is dated by when it was last
+ *	  seen in shared buffers, about when the tier got it, not by the miss
+ *	  that brought it in; and a tier of S pages is the stack's answer for
+ *	  S + shared_buffers pages less those both hold (tier_hit_ratio),
+ *	  which the timed pass measures (overlap_at).  The pushes themselves
+ *	  are not fed in: with the tier off there are none, and the curve must
+ *	  mean the same thing before and after the SSD exists.
+ *	- A write re-admits the page (dual write stores it, and a page
+ *	  written while in shared buffers is then in both; under write_policy
+ *	  = invalidate the clean page is pushed when it is evicted).  A dirty
+ *	  page written by the backend that evicts it, under invalidate, is not
+ *	  in the tier afterwards but counts as in it here.
  *	- Replacement: the tier's CLOCK with usage counts (tier_map_slots.c
  *	  tier_map_alloc_slot: bumped by hits, up to 3) approximates LRU, as
  *	  PostgreSQL's own clock sweep does; the stack distance is the LRU
- *	  answer.  How far CLOCK differs on the bench's workloads is measured
- *	  in doc/sizing.md's accuracy table (or said there not to be yet).
+ *	  answer.  The usage counts keep pages served more than once a little
+ *	  longer than LRU would: on the bench's workloads the tier serves 1 to
+ *	  1.5 points more than with one bit (doc/sizing.md, Accuracy).
  *	- Not modelled: pages read through ring strategies (big sequential
  *	  scans, VACUUM) never meet the clock hand and are not pushed under
  *	  admission = evict, but count here as admitted; pages of dropped or
@@ -75,8 +77,9 @@
  * or the threshold is lowered (linear too).  Nothing here allocates,
  * raises an error, or waits for anything but that lock.  The worker's
  * sweep of shared buffers takes each buffer's header spinlock for a tag
- * copy and hashes it: at most 256k buffers a round and NBuffers a second,
- * about a millisecond per 100k buffers, off every backend's path.
+ * copy and hashes it: NBuffers a second, plus each buffer the clock hand
+ * passes once, at most 256k buffers a round each, about a millisecond
+ * per 100k buffers, off every backend's path.
  *
  * Locking protocol.
  *	- threshold is an atomic, read without a lock by every miss; it is
@@ -121,6 +124,9 @@ PG_FUNCTION_INFO_V1(bpext_sizing_reset);
 
 #define SIZING_NONE			PG_UINT32_MAX
 
+/* held_from of a page whose current image no tier would hold. */
+#define HELD_NOWHERE		1e30
+
 /*
  * Histogram of scaled reuse distances, in pages: exact below 16, then 16
  * buckets per power of two (6% wide), up to 2^52 pages.
@@ -145,6 +151,8 @@ typedef struct SizingEntry
 	uint32		hash;
 	uint32		stamp;			/* time of last reference, 1-based */
 	uint32		next;			/* hash chain, or free list */
+	float		held_from;		/* a union of more pages holds its current
+								 * image (HELD_NOWHERE: none does) */
 } SizingEntry;
 
 typedef struct SizingShared
@@ -171,6 +179,8 @@ typedef struct SizingShared
 	double		miss_weight;	/* estimated misses since window_start */
 	double		cold_weight;	/* of which first references */
 	double		histogram[SIZING_NBUCKETS];
+	double		overlap_visits; /* buffers the timed sweep visited */
+	double		overlap_histogram[SIZING_NBUCKETS]; /* by held_from */
 
 	uint32	   *buckets;
 	uint32	   *owner;			/* stamp -> entry, SIZING_NONE if none */
@@ -250,6 +260,8 @@ sizing_clear(void)
 	Sizing->miss_weight = 0;
 	Sizing->cold_weight = 0;
 	memset(Sizing->histogram, 0, sizeof(Sizing->histogram));
+	Sizing->overlap_visits = 0;
+	memset(Sizing->overlap_histogram, 0, sizeof(Sizing->overlap_histogram));
 	Sizing->window_start = GetCurrentTimestamp();
 	pg_atomic_write_u32(&Sizing->threshold.value,
 						rate_threshold(bpext_sizing_sample_rate));
@@ -432,9 +444,10 @@ bucket_bounds(int bucket, double *lo, double *width)
 
 /*
  * Give a sampled page the newest stamp: entry is its entry, or NULL to take
- * a free one (the caller has made sure there is one).  Under the lock.
+ * a free one (the caller has made sure there is one).  Returns the entry.
+ * Under the lock.
  */
-static void
+static SizingEntry *
 move_to_top(SizingEntry *entry, const BpextRelFile *rfile, ForkNumber fork,
 			BlockNumber block, uint32 hash)
 {
@@ -451,6 +464,7 @@ move_to_top(SizingEntry *entry, const BpextRelFile *rfile, ForkNumber fork,
 		entry->fork = (int32) fork;
 		entry->block = block;
 		entry->hash = hash;
+		entry->held_from = HELD_NOWHERE;
 		entry->next = Sizing->buckets[bucket];
 		Sizing->buckets[bucket] = e;
 		Sizing->nentries++;
@@ -467,6 +481,7 @@ move_to_top(SizingEntry *entry, const BpextRelFile *rfile, ForkNumber fork,
 	entry->stamp = Sizing->next_stamp++;
 	Sizing->owner[entry->stamp] = e;
 	tree_add(entry->stamp, 1);
+	return entry;
 }
 
 /*
@@ -481,6 +496,7 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 	uint32		e;
 	SizingEntry *entry = NULL;
 	double		weight;
+	double		held_from;
 
 	/* LWLocks need a PGPROC; only the postmaster lacks one, and reads none. */
 	if (MyProc == NULL || Sizing == NULL)
@@ -520,19 +536,28 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 		Sizing->sampled_misses++;
 		Sizing->miss_weight += weight;
 		if (entry == NULL)
+		{
 			Sizing->cold_weight += weight;
+			held_from = HELD_NOWHERE;
+		}
 		else
 		{
 			/* Sampled pages referenced since: live stamps after ours. */
 			uint32		since = Sizing->nentries - tree_prefix(entry->stamp);
 
-			Sizing->histogram[distance_bucket(since * weight)] += weight;
+			held_from = since * weight;
+			Sizing->histogram[distance_bucket(held_from)] += weight;
 		}
 	}
 	else
+	{
 		Sizing->sampled_writes++;
+		/* A dual write stores the new image; invalidate drops the old. */
+		held_from = bpext_write_policy == BPEXT_WRITE_DUAL ? 0 : HELD_NOWHERE;
+	}
 
-	move_to_top(entry, rfile, fork, block, hash);
+	entry = move_to_top(entry, rfile, fork, block, hash);
+	entry->held_from = (float) Min(held_from, HELD_NOWHERE);
 	LWLockRelease(Sizing->lock);
 }
 
@@ -544,12 +569,27 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
  * from the miss that brought it in.  Without this, a page that stays long
  * in shared buffers (an index's inner pages, a hot leaf) looks as if the
  * tier had to keep it for all that time, and the curve is low at small
- * tiers (by 8 to 10 points at a quarter of the hot set, before this).
- * Each call visits the share of shared buffers that the time since the
- * last call earns at one full pass per SIZING_SWEEP_MS, at most
- * SIZING_SWEEP_MAX buffers, so a page is dated by its last visit, at most
- * one pass late.  The header spinlock is taken per buffer, to read its tag
- * whole; the advisor's lock once per batch of sampled pages.
+ * tiers.
+ *
+ * Two sightings date a page.  The buffers just ahead of the clock hand
+ * are the ones about to leave (the push looks there for the same reason,
+ * evict_push.c): each position is visited once per lap of the hand, as
+ * the hand comes near, so a page that leaves is dated at most one
+ * window's worth of evictions early.  A sweep paced by time alone (a pass
+ * a second) dates a page up to a second early, and a second of misses is
+ * a long distance where shared buffers turn over many times a second
+ * (the bench's 16 MB turn over some 18 times a second): a page hot
+ * enough to stay in shared buffers for seconds was measured from up to
+ * a second's misses before it left.  The window is the larger of a
+ * quarter of shared buffers and twice what the hand moved since the last
+ * call, so that the next call, if the hand keeps its speed, still finds
+ * the pages it must see before they go.  The pass over all of shared
+ * buffers stays, at one full pass per SIZING_SWEEP_MS: the hand can
+ * outrun the worker (a burst of misses between two of its rounds), and
+ * then a page is dated by its last sight in that pass, at most a pass
+ * early.  Either visits at most SIZING_SWEEP_MAX buffers a call.  The
+ * header spinlock is taken per buffer, to read its tag whole; the
+ * advisor's lock once per batch of sampled pages.
  */
 #define SIZING_SWEEP_MS		1000
 #define SIZING_SWEEP_MAX	(256 * 1024)
@@ -564,11 +604,15 @@ typedef struct SizingSeen
 } SizingSeen;
 
 static void
-touch_seen(const SizingSeen *seen, int nseen)
+touch_seen(const SizingSeen *seen, int nseen, bool timed, int visits)
 {
+	double		weight;
 	int			i;
 
 	LWLockAcquire(Sizing->lock, LW_EXCLUSIVE);
+	weight = threshold_weight(pg_atomic_read_u32(&Sizing->threshold.value));
+	if (timed)
+		Sizing->overlap_visits += visits;
 	for (i = 0; i < nseen; i++)
 	{
 		uint32		bucket = seen[i].hash & (Sizing->nbuckets - 1);
@@ -589,49 +633,32 @@ touch_seen(const SizingSeen *seen, int nseen)
 		/* A page not yet in the sample is not worth a cut of the rate. */
 		if (entry == NULL && Sizing->free_head == SIZING_NONE)
 			continue;
-		move_to_top(entry, &seen[i].rfile, seen[i].fork, seen[i].block,
-					seen[i].hash);
+		entry = move_to_top(entry, &seen[i].rfile, seen[i].fork,
+							seen[i].block, seen[i].hash);
+		if (timed && entry->held_from < HELD_NOWHERE)
+			Sizing->overlap_histogram[distance_bucket(entry->held_from)] += weight;
 	}
 	LWLockRelease(Sizing->lock);
 }
 
-void
-bpext_sizing_sweep_shared_buffers(void)
+/*
+ * Visit n buffers from position first on (positions wrap around shared
+ * buffers) and date the sampled pages they hold.
+ */
+static void
+visit_buffers(uint64 first, int n, bool timed)
 {
-	static int	next_buffer = 0;
-	static TimestampTz last_sweep = 0;
 	SizingSeen	seen[SIZING_SWEEP_BATCH];
 	int			nseen = 0;
-	TimestampTz now;
-	long		secs;
-	int			usecs;
-	double		share;
-	int			nvisit;
 	int			i;
 
-	if (!bpext_sizing || Sizing == NULL)
-		return;
-	now = GetCurrentTimestamp();
-	if (last_sweep == 0)
-		share = 1.0;
-	else
+	for (i = 0; i < n; i++)
 	{
-		TimestampDifference(last_sweep, now, &secs, &usecs);
-		share = (secs * 1000.0 + usecs / 1000.0) / SIZING_SWEEP_MS;
-	}
-	nvisit = (int) Min(Min(share, 1.0) * NBuffers, (double) SIZING_SWEEP_MAX);
-	if (nvisit < 1)
-		return;
-	last_sweep = now;
-
-	for (i = 0; i < nvisit; i++)
-	{
-		BufferDesc *desc = GetBufferDescriptor(next_buffer);
+		BufferDesc *desc = GetBufferDescriptor((int) ((first + i) % NBuffers));
 		BpextBufState state;
 		BufferTag	tag;
 		bool		valid;
 
-		next_buffer = (next_buffer + 1) % NBuffers;
 		state = LockBufHdr(desc);
 		valid = (state & (BM_VALID | BM_TAG_VALID)) == (BM_VALID | BM_TAG_VALID);
 		tag = desc->tag;
@@ -649,12 +676,71 @@ bpext_sizing_sweep_shared_buffers(void)
 			continue;
 		if (++nseen == SIZING_SWEEP_BATCH)
 		{
-			touch_seen(seen, nseen);
+			touch_seen(seen, nseen, timed, 0);
 			nseen = 0;
 		}
 	}
-	if (nseen > 0)
-		touch_seen(seen, nseen);
+	/* The visits are counted with the last batch, seen or not. */
+	if (nseen > 0 || timed)
+		touch_seen(seen, nseen, timed, n);
+}
+
+/* The buffers ahead of the clock hand not visited since it last came. */
+static void
+sweep_ahead_of_hand(void)
+{
+	static uint64 visited_until = 0;
+	static uint64 last_hand = 0;
+	uint32		passes;
+	uint64		hand;
+	uint64		moved;
+	uint64		window;
+	uint64		first;
+	uint64		end;
+
+	hand = StrategySyncStart(&passes, NULL);
+	hand += (uint64) passes * NBuffers;
+	moved = last_hand == 0 ? 0 : hand - Min(last_hand, hand);
+	last_hand = hand;
+	window = Min((uint64) NBuffers, Max((uint64) Max(NBuffers / 4, 1), 2 * moved));
+	first = Max(visited_until, hand);
+	end = Min(hand + window, first + SIZING_SWEEP_MAX);
+	if (end <= first)
+		return;
+	visit_buffers(first, (int) (end - first), false);
+	visited_until = end;
+}
+
+void
+bpext_sizing_sweep_shared_buffers(void)
+{
+	static uint64 next_buffer = 0;
+	static TimestampTz last_sweep = 0;
+	TimestampTz now;
+	long		secs;
+	int			usecs;
+	double		share;
+	int			nvisit;
+
+	if (!bpext_sizing || Sizing == NULL)
+		return;
+
+	sweep_ahead_of_hand();
+
+	now = GetCurrentTimestamp();
+	if (last_sweep == 0)
+		share = 1.0;
+	else
+	{
+		TimestampDifference(last_sweep, now, &secs, &usecs);
+		share = (secs * 1000.0 + usecs / 1000.0) / SIZING_SWEEP_MS;
+	}
+	nvisit = (int) Min(Min(share, 1.0) * NBuffers, (double) SIZING_SWEEP_MAX);
+	if (nvisit < 1)
+		return;
+	last_sweep = now;
+	visit_buffers(next_buffer, nvisit, true);
+	next_buffer = (next_buffer + nvisit) % NBuffers;
 }
 
 /* ---------------------------------------------------------------------
@@ -675,6 +761,8 @@ typedef struct SizingSnapshot
 	uint32		nentries;
 	uint32		capacity;
 	double		histogram[SIZING_NBUCKETS];
+	double		overlap_visits;
+	double		overlap_histogram[SIZING_NBUCKETS];
 } SizingSnapshot;
 
 static void
@@ -706,68 +794,95 @@ sizing_snapshot(SizingSnapshot *snap)
 	snap->nentries = Sizing->nentries;
 	snap->capacity = Sizing->capacity;
 	memcpy(snap->histogram, Sizing->histogram, sizeof(snap->histogram));
+	snap->overlap_visits = Sizing->overlap_visits;
+	memcpy(snap->overlap_histogram, Sizing->overlap_histogram,
+		   sizeof(snap->overlap_histogram));
 	LWLockRelease(Sizing->lock);
 
 	TimestampDifference(snap->window_start, GetCurrentTimestamp(), &secs, &usecs);
 	snap->seconds = secs + usecs / 1000000.0;
 }
 
-/* The stack's answer: the fraction of misses whose distance is below pages. */
+/* The weight of a histogram below pages (a bucket split pro rata). */
 static double
-hit_ratio_at(const SizingSnapshot *snap, double pages)
+weight_below(const double *histogram, double pages)
 {
-	double		hits = 0;
+	double		weight = 0;
 	int			b;
 
-	if (snap->miss_weight <= 0)
-		return 0;
 	for (b = 0; b < SIZING_NBUCKETS; b++)
 	{
 		double		lo,
 					width;
 
-		if (snap->histogram[b] == 0)
+		if (histogram[b] == 0)
 			continue;
 		bucket_bounds(b, &lo, &width);
 		if (lo + width <= pages)
-			hits += snap->histogram[b];
+			weight += histogram[b];
 		else if (lo < pages)
-			hits += snap->histogram[b] * (pages - lo) / width;
+			weight += histogram[b] * (pages - lo) / width;
 	}
-	return Min(hits / snap->miss_weight, 1.0);
+	return weight;
+}
+
+/* The stack's answer: the fraction of misses whose distance is below pages. */
+static double
+hit_ratio_at(const SizingSnapshot *snap, double pages)
+{
+	if (snap->miss_weight <= 0)
+		return 0;
+	return Min(weight_below(snap->histogram, pages) / snap->miss_weight, 1.0);
+}
+
+/*
+ * The pages shared buffers and a tier holding `held` pages of the stack
+ * would hold both: the sampled pages the timed sweep saw in shared
+ * buffers whose image such a tier held (held_from below it), per full
+ * pass, scaled by the rate.  A page read from its data file, and one that
+ * has stayed in shared buffers since before the window, is not in the
+ * tier; one the tier served is, and so is one dual-written since it came.
+ */
+static double
+overlap_at(const SizingSnapshot *snap, double held)
+{
+	if (snap->overlap_visits <= 0)
+		return 0;
+	return Min(weight_below(snap->overlap_histogram, held) * NBuffers /
+			   snap->overlap_visits, (double) NBuffers);
 }
 
 /*
  * Estimated fraction of the misses a tier of tier_pages pages would serve.
  * The stack holds shared buffers' pages too (the sweep keeps them at its
  * top), so a missed page is still held, by shared buffers or by the tier,
- * when it is among the last tier_pages + NBuffers distinct pages seen,
- * less the pages both hold: the tier keeps the pages it serves, so of the
- * pages in shared buffers about the share h that came from the tier is in
- * the tier as well.  The tier's hit ratio h is therefore the h for which
- * h = hit_ratio_at(tier_pages + NBuffers * (1 - h)); the right-hand side
- * falls as h grows, so there is one, found by bisection.  The stack alone
- * (no sweep, no shared buffers) would count the pages shared buffers hold
- * as misses and underestimate the ratio.
+ * when it is among the last tier_pages + NBuffers - x distinct pages
+ * seen, where x is the pages both hold.  x is measured, not assumed: it
+ * is overlap_at() of that same union size (a page is in both when the
+ * tier served it, which it does when its distance was below the union),
+ * so x solves x = overlap_at(tier_pages + NBuffers - x); the right-hand
+ * side falls as x grows, so there is one x, found by bisection.  (Taking
+ * x as the hit ratio's share of shared buffers, as this did before,
+ * counted the pages that stay in shared buffers for the whole window as
+ * held twice too, and the curve was low by 2 to 7 points at small tiers.)
  */
 static double
 tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
 {
 	double		lo = 0;
-	double		hi = 1;
+	double		hi = NBuffers;
 	int			i;
 
-	for (i = 0; i < 20; i++)
+	for (i = 0; i < 30; i++)
 	{
-		double		h = (lo + hi) / 2;
+		double		x = (lo + hi) / 2;
 
-		if (hit_ratio_at(snap, tier_pages + NBuffers * (1 - h)) > h)
-			lo = h;
+		if (overlap_at(snap, tier_pages + NBuffers - x) > x)
+			lo = x;
 		else
-			hi = h;
+			hi = x;
 	}
-	/* lo, not the middle: a curve with no reuse at all answers 0. */
-	return lo;
+	return hit_ratio_at(snap, tier_pages + NBuffers - hi);
 }
 
 /* Shared memory the tier map would take for a tier of pages pages. */

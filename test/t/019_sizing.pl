@@ -230,5 +230,65 @@ cmp_ok($hits_1024 - $hits_256, '>=', $kept - 2,
 cmp_ok($hits_8192 - $hits_256, '>=', $h_pages - 2,
 	"an 8192-page tier serves all of them ($hits_8192)");
 
+# 6. The pages shared buffers and the tier would both hold are measured,
+# not taken as the hit ratio's share of shared buffers.  hot6 (400 pages)
+# stays in 4 MB of shared buffers throughout (touched every 10 reads),
+# while cyc6 (1900 pages) is read by TID, 10 pages at a time, 6 times
+# over: its reads come some 2300 distinct pages apart (cyc6 and hot6), so
+# all but the first pass are served by a tier of 2048 pages, which with
+# the 512 buffers, less the hundred or so cyc6 pages both would hold
+# (those the tier served), holds about 2460.  Taking the pages both hold
+# as 5/6 of shared buffers (the estimate before) leaves the union at
+# 2048 + 512 / 6 and the estimate on the step, about 0.45.
+$node->append_conf('postgresql.conf', "shared_buffers = '4MB'\n");
+$node->restart;
+$node->safe_psql('postgres', q{
+	CREATE TABLE hot6 (id int, pad text);
+	INSERT INTO hot6 SELECT i, repeat('h', 1000) FROM generate_series(1, 2800) i;
+	CREATE TABLE cyc6 (id int, pad text);
+	INSERT INTO cyc6 SELECT i, repeat('c', 1000) FROM generate_series(1, 13300) i;
+	VACUUM hot6;
+	VACUUM cyc6;
+	CHECKPOINT;
+});
+my $hot6_pages = $node->safe_psql('postgres', "SELECT pg_relation_size('hot6') / 8192");
+my $cyc6_pages = $node->safe_psql('postgres', "SELECT pg_relation_size('cyc6') / 8192");
+@out = split /\n/, $node->safe_psql('postgres', qq{
+	SET enable_seqscan = off;
+	DO \$\$
+	DECLARE
+		hot tid[] := ARRAY(SELECT format('(%s,1)', b)::tid
+							FROM generate_series(0, $hot6_pages - 1) b);
+		n int;
+	BEGIN
+		SELECT count(*) INTO n FROM hot6 WHERE ctid = ANY (hot);
+		PERFORM bpext_sizing_reset();
+		FOR pass IN 1 .. 6 LOOP
+			FOR b0 IN 0 .. $cyc6_pages - 1 BY 10 LOOP
+				SELECT count(*) INTO n FROM hot6 WHERE ctid = ANY (hot);
+				SELECT count(*) INTO n FROM cyc6 WHERE ctid = ANY (ARRAY(
+					SELECT format('(%s,1)', b)::tid
+					  FROM generate_series(b0, least(b0 + 9, $cyc6_pages - 1)) b));
+				PERFORM pg_sleep(0.003);
+			END LOOP;
+		END LOOP;
+	END
+	\$\$;
+	SELECT count(*) FROM bpext_buffer_descriptors
+	 WHERE NOT is_in_bpool_extension AND relfilenode = pg_relation_filenode('hot6');
+	SELECT round(hit_ratio::numeric, 3) FROM bpext_sizing WHERE tier_pages = 1024;
+	SELECT round(hit_ratio::numeric, 3) FROM bpext_sizing WHERE tier_pages = 2048;
+	SELECT round(hit_ratio::numeric, 3) FROM bpext_sizing WHERE tier_pages = 4096;
+});
+@out = grep { $_ ne '' } @out;
+my ($hot6_kept, $at_1024, $at_2048, $at_4096) = @out[ -4 .. -1 ];
+note("part 6: hot6 kept $hot6_kept, 1024 $at_1024, 2048 $at_2048, 4096 $at_4096");
+cmp_ok($hot6_kept, '>=', $hot6_pages - 20,
+	"hot6 stayed in shared buffers ($hot6_kept of $hot6_pages pages)");
+cmp_ok($at_1024, '<=', 0.05, "a 1024-page tier serves none of cyc6's reads ($at_1024)");
+cmp_ok($at_2048, '>=', 0.75,
+	"a 2048-page tier serves all but cyc6's first pass ($at_2048): shared buffers hold hot6 alone");
+cmp_ok($at_4096, '>=', 0.75, "so does a 4096-page tier ($at_4096)");
+
 $node->stop;
 done_testing();
