@@ -7,8 +7,9 @@
  *
  * The smgr wrappers call bpext_sizing_note_read for every shared-buffer
  * miss and bpext_sizing_note_write for every data-file write.  What they
- * cost for a page that is not sampled (nearly all of them) is one hash and
- * one compare; see sizing.c for the sampled path and its locking.
+ * cost for a page that is not sampled (nearly all of them) is one hash,
+ * one compare, and a look at one register of the page counter (below);
+ * see sizing.c for the sampled path and its locking.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -18,6 +19,7 @@
 #define BPEXT_SIZING_H
 
 #include "port/atomics.h"
+#include "port/pg_bitutils.h"
 #include "storage/block.h"
 #include "storage/smgr.h"
 
@@ -29,6 +31,18 @@
  * NULL until shared memory is attached, and when bpext.sizing_memory = 0.
  */
 extern pg_atomic_uint32 *BpextSizingThreshold;
+
+/*
+ * The page counter: a HyperLogLog sketch of every page missed, written or
+ * seen in shared buffers in the window (not only the sampled ones), from
+ * which sizing.c corrects the sample's scale when the sample is small.
+ * A register is raised, never lowered, with a compare-and-swap; it
+ * changes a few times per register per window, so nearly every call only
+ * reads it.  NULL like the threshold.
+ */
+#define SIZING_COUNTER_BITS		14
+#define SIZING_COUNTER_REGISTERS	(1 << SIZING_COUNTER_BITS)
+extern pg_atomic_uint32 *BpextSizingCounter;
 
 extern Size bpext_sizing_shmem_size(void);
 extern void bpext_sizing_shmem_init(bool found);
@@ -42,9 +56,9 @@ extern void bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
  * every block of every relation to fall under the threshold with the same
  * probability, so consecutive blocks must hash far apart.
  */
-static inline uint32
-bpext_sizing_hash(const BpextRelFile *rfile, ForkNumber fork,
-				  BlockNumber block)
+static inline uint64
+bpext_sizing_hash64(const BpextRelFile *rfile, ForkNumber fork,
+					BlockNumber block)
 {
 	uint64		a = ((uint64) BPEXT_RELFILE_NUMBER(*rfile) << 32) | block;
 	uint64		b = ((uint64) BPEXT_RELFILE_DB(*rfile) << 32) |
@@ -56,7 +70,34 @@ bpext_sizing_hash(const BpextRelFile *rfile, ForkNumber fork,
 	x ^= x >> 33;
 	x *= UINT64CONST(0xc4ceb9fe1a85ec53);
 	x ^= x >> 33;
-	return (uint32) x;
+	return x;
+}
+
+/* The sampling hash is the low half; the page counter uses the high one. */
+static inline uint32
+bpext_sizing_hash(const BpextRelFile *rfile, ForkNumber fork,
+				  BlockNumber block)
+{
+	return (uint32) bpext_sizing_hash64(rfile, fork, block);
+}
+
+/* Count a page (its hash64) in the page counter. */
+static inline void
+bpext_sizing_count(uint64 hash64)
+{
+	uint32		high = (uint32) (hash64 >> 32);
+	uint32		rest = high >> SIZING_COUNTER_BITS;
+	uint32		rank;
+	pg_atomic_uint32 *reg;
+	uint32		old;
+
+	/* Leading zeros of the 18 remaining bits, plus one. */
+	rank = rest == 0 ? 33 - SIZING_COUNTER_BITS :
+		32 - SIZING_COUNTER_BITS - pg_leftmost_one_pos32(rest);
+	reg = &BpextSizingCounter[high & (SIZING_COUNTER_REGISTERS - 1)];
+	old = pg_atomic_read_u32(reg);
+	while (old < rank && !pg_atomic_compare_exchange_u32(reg, &old, rank))
+		;
 }
 
 static inline void
@@ -70,9 +111,11 @@ bpext_sizing_note(SMgrRelation reln, ForkNumber fork, BlockNumber block,
 		return;
 	for (i = 0; i < nblocks; i++)
 	{
-		uint32		hash = bpext_sizing_hash(&BPEXT_SMGR_RELFILE(reln), fork,
-											 block + i);
+		uint64		hash64 = bpext_sizing_hash64(&BPEXT_SMGR_RELFILE(reln),
+												 fork, block + i);
+		uint32		hash = (uint32) hash64;
 
+		bpext_sizing_count(hash64);
 		if (hash <= pg_atomic_read_u32(BpextSizingThreshold))
 			bpext_sizing_sampled(&BPEXT_SMGR_RELFILE(reln), fork, block + i,
 								 hash, miss);

@@ -13,7 +13,10 @@
 # must show that step, sampling every page, sampling 5% of them, and with
 # a memory budget too small for the sample it starts with (so that it
 # lowers its rate as SHARDS-adj does).  The curve is monotone, a reset
-# empties it, and the window says what it covers.
+# empties it, and the window says what it covers.  Then: a page kept in
+# shared buffers is dated by its last sight there (5), the pages shared
+# buffers and a tier would both hold are measured (6), and a small
+# sample's footprint is counted, not scaled up (7).
 
 use strict;
 use warnings;
@@ -289,6 +292,19 @@ cmp_ok($at_1024, '<=', 0.05, "a 1024-page tier serves none of cyc6's reads ($at_
 cmp_ok($at_2048, '>=', 0.75,
 	"a 2048-page tier serves all but cyc6's first pass ($at_2048): shared buffers hold hot6 alone");
 cmp_ok($at_4096, '>=', 0.75, "so does a 4096-page tier ($at_4096)");
+
+# 7. A small sample's scale is corrected by the page counter: at 0.1%, a
+# scan of cyc_a (about 2300 pages) samples two or three of them, and the
+# sample alone would say 2000 or 3000 pages touched; the counter, which
+# sees every page, says 2300 within its 1% and the few catalog pages the
+# sessions read.
+$node->append_conf('postgresql.conf', "bpext.sizing_sample_rate = 0.001\n");
+$node->restart;
+($curve, $w) = cyclic_scan('cyc_a');
+my $touched = $node->safe_psql('postgres', 'SELECT pages_touched FROM bpext_sizing_window');
+note("part 7: $w->{sampled_pages} pages sampled, $touched pages touched, $n{cyc_a} in cyc_a");
+cmp_ok($touched, '>=', 0.97 * $n{cyc_a}, "the pages touched ($touched) are counted, not scaled up from the sample");
+cmp_ok($touched, '<=', 1.15 * $n{cyc_a}, "and are cyc_a's $n{cyc_a} and a few more");
 
 $node->stop;
 done_testing();
