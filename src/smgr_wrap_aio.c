@@ -165,6 +165,9 @@ bpext_maxcombine(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum)
 
 	/* The buffer manager never combines more than this. */
 	limit = Min(limit, MAX_IO_COMBINE_LIMIT);
+	/* As bpext_readv (17): the index lines of all blocks at once. */
+	if (limit > 1)
+		tier_map_prefetch_run(rfile, forknum, blocknum, limit);
 	first_held = tier_map_contains(rfile, forknum, blocknum);
 	for (n = 1; n < limit; n++)
 		if (tier_map_contains(rfile, forknum, blocknum + n) != first_held)

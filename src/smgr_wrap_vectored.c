@@ -177,6 +177,13 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		return;
 	}
 
+	/*
+	 * Each block's lookup misses the CPU caches in a large map: ask for all
+	 * of their index lines at once, so the misses overlap.
+	 */
+	if (nblocks > 1)
+		tier_map_prefetch_run(rfile, forknum, blocknum, nblocks);
+
 	while (i < nblocks)
 	{
 		uint64		read_us;
