@@ -452,7 +452,7 @@ tier_map_prefetch_run(const BpextRelFile *rfile, ForkNumber fork,
 	if (pg_atomic_read_u32(&Map->used_slots.value) == 0)
 		return;
 	for (i = 0; i < nblocks; i++)
-		bucket_prefetch(bucket_of(page_hash(rfile, fork, first + i)));
+		bucket_prefetch_read(bucket_of(page_hash(rfile, fork, first + i)));
 }
 
 /* ---------------------------------------------------------------------
@@ -483,7 +483,7 @@ tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 
 	hash = page_hash(rfile, fork, block);
 	/* The bucket's line is on its way while the lock is taken. */
-	bucket_prefetch(bucket_of(hash));
+	bucket_prefetch_read(bucket_of(hash));
 	lock = partition_lock(bucket_of(hash));
 	LWLockAcquire(lock, LW_SHARED);
 	if (!index_find_page(rfile, fork, block, hash, &place))

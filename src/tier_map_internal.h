@@ -204,12 +204,24 @@ tag_of(uint32 hash)
 	return (uint8) ((uint32) ((uint64) hash * Map->nbuckets) >> 24);
 }
 
-/* Ask for a bucket's cache line before it is needed. */
+/* Ask for a bucket's cache line before writing it (the warm load, a shrink). */
 static inline void
 bucket_prefetch(uint32 bucket)
 {
 #if defined(__GNUC__) || defined(__clang__)
 	__builtin_prefetch(&Map->buckets[bucket], 1);
+#endif
+}
+
+/*
+ * The same before reading it (lookups): shared, so that the line is not
+ * taken away from the other processes' caches.
+ */
+static inline void
+bucket_prefetch_read(uint32 bucket)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(&Map->buckets[bucket], 0);
 #endif
 }
 
