@@ -554,6 +554,7 @@ tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 		return false;
 
 	hash = page_hash(rfile, fork, block);
+	bucket_prefetch_read(bucket_of(hash));
 	lock = partition_lock(bucket_of(hash));
 	LWLockAcquire(lock, LW_SHARED);
 	if (index_find_page(rfile, fork, block, hash, &place))
