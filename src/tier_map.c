@@ -91,7 +91,7 @@
 
 TierMap    *Map = NULL;
 
-StaticAssertDecl(sizeof(TierBucket) == 64,
+StaticAssertDecl(sizeof(TierBucket) * TIER_GROUP_BUCKETS == TIER_GROUP_ALIGN && sizeof(TierBucket) == 64,
 				 "a bucket of the page index is one cache line");
 StaticAssertDecl(sizeof(TierSlot) == 24, "TierSlot is 24 bytes");
 
@@ -140,7 +140,8 @@ tier_map_shmem_size(uint32 max_slots)
 	Size		size;
 
 	map_dimensions(max_slots, &ngroups, &nrels, &rel_nbuckets);
-	size = CACHELINEALIGN(sizeof(TierMap));
+	/* Room to start the buckets on a group's boundary (below). */
+	size = add_size(sizeof(TierMap), TIER_GROUP_ALIGN);
 	size = add_size(size, mul_size(mul_size(ngroups, TIER_GROUP_BUCKETS),
 								   sizeof(TierBucket)));
 	size = add_size(size, MAXALIGN(mul_size(rel_nbuckets, sizeof(uint32))));
@@ -187,8 +188,11 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	Map->rel_lock = &locks[BPEXT_MAP_PARTITIONS].lock;
 	Map->partition_locks = locks;
 
-	/* Shared memory allocations start on a cache line. */
-	p += CACHELINEALIGN(sizeof(TierMap));
+	/*
+	 * A group of buckets on a boundary of its size, so that it never
+	 * straddles two pages of memory.
+	 */
+	p = (char *) TYPEALIGN(TIER_GROUP_ALIGN, p + sizeof(TierMap));
 	Map->buckets = (TierBucket *) p;
 	p += (Size) Map->nbuckets * sizeof(TierBucket);
 	Map->rel_buckets = (uint32 *) p;

@@ -21,16 +21,19 @@
  * entries whose home it is that are kept elsewhere in the group ("away").
  * So a lookup reads its home bucket's cache line, compares the tags of
  * the entries whose home it is, reads a slot (and its relation entry) only
- * on a tag match, and reads the rest of the group only if the count says
- * some of the home's entries are there.  An entry removed from its home
- * makes room for one of the home's entries kept away, which is moved back,
- * so that a bucket has entries away only while it is full: away from
- * home is the exception (about one bucket in seven at a full map), and
- * stays so as pages come and go.  A group whose four buckets are all full
- * takes no more pages: the publication is refused (admission_skips), which
- * is rare (the index is sized for about 81% of its room at a full map)
- * and always safe.  Memory is zero at every start (see bucket_empty), so
- * the postmaster does not write the array.
+ * on a tag match, and reads the rest of the group (prefetched at once, in
+ * the same 256 bytes) only if the count says some of the home's entries
+ * are there.  An entry removed from a bucket makes room for one of the
+ * bucket's own entries kept away, which is moved back (and so on), so
+ * that a bucket has entries away only while it is full, and pages coming
+ * and going do not pile up away from home.  A group whose four buckets are
+ * all full takes no more pages: the publication is refused
+ * (admission_skips), which is always safe.  The index is sized for 81% of
+ * its room at a full map (bpext.max_size): in a simulation of a full map
+ * with pages coming and going, a quarter of the lookups then find their
+ * home keeping entries away, and 2% of the publications find their group
+ * full; at 70%, 13% and 0.3%.  Memory is zero at every start (see
+ * entry_slot), so the postmaster does not write the array.
  *
  * Invariants, under the group's partition lock: every HASHED slot reached
  * from a bucket is in exactly one entry, of a bucket of the group of its
@@ -288,6 +291,9 @@ index_find_page(const BpextRelFile *rfile, ForkNumber fork,
 	}
 	if (bucket_away(&Map->buckets[home]) == 0)
 		return false;
+	/* The rest of the group, all at once. */
+	for (d = 1; d < TIER_GROUP_BUCKETS; d++)
+		bucket_prefetch_read(first + (position + d) % TIER_GROUP_BUCKETS);
 	for (d = 1; d < TIER_GROUP_BUCKETS; d++)
 	{
 		uint32		x = first + (position + d) % TIER_GROUP_BUCKETS;
@@ -356,45 +362,56 @@ index_has_room(uint32 hash)
 
 /*
  * Empty entry i of bucket x (caller holds the partition lock exclusive).
- * If the entry was away from its home, the home counts one fewer away;
- * if it was at home and the home has entries away, one of them comes
- * back into the emptied entry, so that a bucket keeps entries away only
- * while it is full.
+ * If the entry was away from its home, the home counts one fewer away.
+ * Then, while the bucket with the empty entry has entries of its own
+ * away, one of them comes back into it, which empties an entry of another
+ * bucket, and so on: so a bucket keeps entries away only while it is full.
+ * Each move brings an entry home, so this ends.
  */
 static void
 index_remove_entry(uint32 x, int i)
 {
-	TierBucket *b = &Map->buckets[x];
 	uint32		first = group_first(x);
-	uint32		position = group_position(x);
-	uint32		home = entry_home(b, i);
-	uint32		d;
+	uint32		home = entry_home(&Map->buckets[x], i);
 
-	b->slots[i] = 0;
-	if (home != position)
+	Map->buckets[x].slots[i] = 0;
+	if (home != group_position(x))
 	{
 		Assert(bucket_away(&Map->buckets[first + home]) > 0);
 		Map->buckets[first + home].meta -= AWAY_ONE;
-		return;
 	}
-	if (bucket_away(b) == 0)
-		return;
-	for (d = 1; d < TIER_GROUP_BUCKETS; d++)
+	while (bucket_away(&Map->buckets[x]) > 0)
 	{
-		TierBucket *y = &Map->buckets[first + (position + d) % TIER_GROUP_BUCKETS];
-		int			j;
+		TierBucket *b = &Map->buckets[x];
+		uint32		position = group_position(x);
+		uint32		from = x;
+		int			j = -1;
+		uint32		d;
 
-		for (j = 0; j < TIER_BUCKET_ENTRIES; j++)
+		for (d = 1; d < TIER_GROUP_BUCKETS && j < 0; d++)
 		{
-			if (y->slots[j] == 0 || entry_home(y, j) != position)
-				continue;
-			entry_set(b, i, entry_slot(y, j), y->tags[j], position);
-			y->slots[j] = 0;
-			b->meta -= AWAY_ONE;
+			TierBucket *y;
+
+			from = first + (position + d) % TIER_GROUP_BUCKETS;
+			y = &Map->buckets[from];
+			for (j = 0; j < TIER_BUCKET_ENTRIES; j++)
+				if (y->slots[j] != 0 && entry_home(y, j) == position)
+					break;
+			if (j == TIER_BUCKET_ENTRIES)
+				j = -1;
+		}
+		if (j < 0)
+		{
+			Assert(false);		/* the away count was wrong */
 			return;
 		}
+		entry_set(b, i, entry_slot(&Map->buckets[from], j),
+				  Map->buckets[from].tags[j], position);
+		Map->buckets[from].slots[j] = 0;
+		b->meta -= AWAY_ONE;
+		x = from;
+		i = j;
 	}
-	Assert(false);				/* the away count was wrong */
 }
 
 /*

@@ -36,6 +36,7 @@
 #define TIER_BUCKET_ENTRIES		12
 #define TIER_GROUP_BUCKETS		4
 #define TIER_GROUP_SLOTS_FULL	39
+#define TIER_GROUP_ALIGN		256		/* a group's bytes */
 
 /*
  * Groups per piece of a whole-map walk at most (about 2500 slots at a
