@@ -1010,37 +1010,36 @@ unhash_piece_dead(uint32 piece)
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	for (group = first; group < end; group += BPEXT_MAP_PARTITIONS)
 	{
-		uint32		bucket;
+		bool		again;
 
-		for (bucket = group * TIER_GROUP_BUCKETS;
-			 bucket < (group + 1) * TIER_GROUP_BUCKETS; bucket++)
+		/*
+		 * Removing an entry may move others back home, into buckets of
+		 * the group already looked at: look at the group again until a
+		 * pass removes nothing.
+		 */
+		do
 		{
-			TierBucket *b = &Map->buckets[bucket];
-			int			i = 0;
+			int			k;
 
-			/*
-			 * An entry removed may be replaced by one moved back from a
-			 * later bucket of the group: look at the same entry again.
-			 */
-			while (i < TIER_BUCKET_ENTRIES)
+			again = false;
+			for (k = 0; k < TIER_GROUP_BUCKETS * TIER_BUCKET_ENTRIES; k++)
 			{
 				IndexPlace	place;
 				uint32		slot;
 
-				if (b->slots[i] == 0 ||
-					!slot_is_dead(&Map->slots[entry_slot(b, i)]))
-				{
-					i++;
+				place.bucket = group * TIER_GROUP_BUCKETS + k / TIER_BUCKET_ENTRIES;
+				place.entry = k % TIER_BUCKET_ENTRIES;
+				if (Map->buckets[place.bucket].slots[place.entry] == 0)
 					continue;
-				}
-				slot = entry_slot(b, i);
-				place.bucket = bucket;
-				place.entry = i;
+				slot = entry_slot(&Map->buckets[place.bucket], place.entry);
+				if (!slot_is_dead(&Map->slots[slot]))
+					continue;
 				if (slot_unhash_locked(&place))
 					tier_map_free_slot(slot);
 				removed++;
+				again = true;
 			}
-		}
+		} while (again);
 	}
 	LWLockRelease(lock);
 	return removed;
