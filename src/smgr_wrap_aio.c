@@ -152,6 +152,9 @@ static int	completion_fd = -1;
 /* Where that I/O's zeroes go (never into a buffer). */
 static PGIOAlignedBlock completion_scratch;
 
+/* Blocks whose index lines bpext_maxcombine asks for ahead of its lookups. */
+#define MAXCOMBINE_PREFETCH		8
+
 static uint32
 bpext_maxcombine(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum)
 {
@@ -165,13 +168,23 @@ bpext_maxcombine(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum)
 
 	/* The buffer manager never combines more than this. */
 	limit = Min(limit, MAX_IO_COMBINE_LIMIT);
-	/* As bpext_readv (17): the index lines of all blocks at once. */
-	if (limit > 1)
-		tier_map_prefetch_run(rfile, forknum, blocknum, limit);
+
+	/*
+	 * As bpext_readv (17), the index lines are asked for ahead of the
+	 * lookups, but only MAXCOMBINE_PREFETCH blocks ahead: the loop often
+	 * stops long before the limit.
+	 */
+	tier_map_prefetch_run(rfile, forknum, blocknum,
+						  Min(limit, MAXCOMBINE_PREFETCH));
 	first_held = tier_map_contains(rfile, forknum, blocknum);
 	for (n = 1; n < limit; n++)
+	{
+		if (n + MAXCOMBINE_PREFETCH - 1 < limit)
+			tier_map_prefetch_run(rfile, forknum,
+								  blocknum + n + MAXCOMBINE_PREFETCH - 1, 1);
 		if (tier_map_contains(rfile, forknum, blocknum + n) != first_held)
 			break;
+	}
 	return n;
 }
 
