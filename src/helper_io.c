@@ -66,7 +66,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "miscadmin.h"
@@ -75,6 +74,7 @@
 #include "utils/ps_status.h"
 
 #include "helper_io.h"
+#include "io_watch.h"
 #include "wait_events.h"
 #include "worker_children.h"
 
@@ -268,14 +268,11 @@ bpext_helper_title(const char *title)
 	init_ps_display(title);
 }
 
-/* Milliseconds on the monotonic clock, for the helpers' deadlines. */
+/* Milliseconds on io_watch.c's clock, for the helpers' deadlines. */
 uint64
 bpext_monotonic_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return bpext_io_watch_clock() / 1000;
 }
 
 static void

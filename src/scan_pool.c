@@ -8,6 +8,12 @@
  *	  and by bpext.scan_workers static background workers, as SQL Server
  *	  2022 splits its buffer pool scans.
  *
+ * One concern, though near 1,500 lines: the pool's protocol (request
+ * slots, claiming tasks, giving them back when a participant fails,
+ * handing rows and aggregates over in output buffers) is one set of rules
+ * that every kind of scan relies on, and the scan kinds below are only
+ * the units it runs.
+ *
  * A scan numbers its units (a shared buffer, a piece of the tier map, a
  * range of tier slots, a run of blocks to prewarm) and groups them into
  * tasks.  For a parallel scan the leader puts the task list in a dynamic

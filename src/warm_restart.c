@@ -6,6 +6,10 @@
  *	  and reused at the next start only when nothing can have changed the
  *	  data files in between.
  *
+ * One concern, though near 1,500 lines: saving, deciding and loading share
+ * the saved format and the proof that it still describes the data files;
+ * apart, each would have to carry the others' invariants.
+ *
  * Saving.  The map's slots are kept on the SSD as the map changes, in the
  * slot directory after the last slot (slot_directory.c), so the save at
  * exit only finishes it: when the postmaster exits (before_shmem_exit,
@@ -595,22 +599,16 @@ typedef struct SaveResult
 } SaveResult;
 
 /*
- * The helper's part of the save: write what the postmaster prepared into
- * the tier file, durably, header last.  NULL, or why it failed.
+ * Write what the postmaster prepared into the tier file fd (opened and
+ * locked by save_to_file), durably, header last.  NULL, or why it failed.
  */
 static const char *
-save_to_file(SaveJob *job, char *err, size_t errlen)
+write_saved_map(SaveJob *job, int fd, char *err, size_t errlen)
 {
-	const char *why = NULL;
 	uint32		nslots;
 	Size		rels_bytes = sizeof(SavedRel) * job->nrels;
 	Size		segs_bytes = sizeof(SavedSeg) * job->nsegs;
-	int			fd;
 
-	fd = open_used_tier_file(job->path, job->dev, job->ino, &why);
-	helper_io_progress();
-	if (fd < 0)
-		return why;
 	if (!tier_file_check_ours(fd, job->path, &nslots, err, errlen))
 		return err;
 	helper_io_progress();
@@ -647,6 +645,37 @@ save_to_file(SaveJob *job, char *err, size_t errlen)
 		return err;
 	}
 	return NULL;
+}
+
+/*
+ * The helper's part of the save: the file is opened, locked, written and
+ * closed here, before the postmaster has the answer.  The close lets go of
+ * the lock: the postmaster exits as soon as it has the answer, and a
+ * start that follows at once (pg_ctl restart) must not find the file
+ * still locked by this helper, which exits only once it has seen the
+ * postmaster's end of the socket closed (helper_io.c), and on a busy
+ * machine may take a while to be scheduled for that; the new server's
+ * check would take it for another server using the file, and start cold.
+ * NULL, or why the save failed.
+ */
+static const char *
+save_to_file(SaveJob *job, char *err, size_t errlen)
+{
+	const char *why = NULL;
+	int			fd;
+
+	fd = open_used_tier_file(job->path, job->dev, job->ino, &why);
+	helper_io_progress();
+	if (fd < 0)
+		return why;
+	why = write_saved_map(job, fd, err, errlen);
+	if (close(fd) != 0 && why == NULL)
+	{
+		snprintf(err, errlen, "could not close the tier file: %m");
+		why = err;
+	}
+	helper_io_progress();
+	return why;
 }
 
 /* In the helper process (helper_io.c). */
@@ -1105,6 +1134,15 @@ decide_in_helper(void *arg)
 									  result.warm.nsegs, &result.changed,
 									  result.changed_example,
 									  sizeof(result.changed_example));
+
+	/*
+	 * Let go of the file (and its lock) before the postmaster has the
+	 * answer: the worker it starts next locks the file again, and this
+	 * helper exits only once it sees the postmaster's end of the socket
+	 * closed (helper_io.c), which may be a while on a busy machine.
+	 */
+	close(fd);
+	helper_io_progress();
 	if (why != NULL && why != result.why)
 		strlcpy(result.why, why, sizeof(result.why));
 	else if (why == NULL)

@@ -178,7 +178,7 @@ cmd_check() {
             echo "$pkglibdir/bitcode/bpext.index.bc"
             for f in $(mkvar OBJS); do echo "$pkglibdir/bitcode/bpext/${f%.o}.bc"; done
         fi
-        for f in copyright changelog.Debian.gz README.md "$src"/doc/*.md; do
+        for f in copyright changelog.Debian.gz README.md "$src"/doc/*; do
             echo "/usr/share/doc/$pkg/${f#"$src"/}"
         done
     } | sort > "$expected"

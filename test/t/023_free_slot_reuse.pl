@@ -3,8 +3,8 @@
 # Slots freed by invalidation are reused before any live page is evicted
 # (tier_map_slots.c, "Free slots"):
 #  1. A full tier whose CLOCK hand has worn every usage count down (one
-#     relation stored past the tier's size) loses one of its relations to
-#     TRUNCATE: its slots are free.
+#     small relation stored past the tier's size) takes one more relation,
+#     whole, then loses it to TRUNCATE: its slots are free.
 #  2. As many new pages as were freed are then stored: the tier evicts no
 #     live page (extension_page_evictions does not move), every page of
 #     the other relations is still in the tier and reads back as itself,
@@ -31,13 +31,21 @@ my $nslots = $node->safe_psql('postgres',
 	q{SELECT extension_free_pages + extension_allocated_pages FROM bpext_stats});
 cmp_ok($nslots, '>', 1000, "the tier has $nslots slots");
 
-# Seven rows a page.  a and b fill the tier but for 20 slots; c (a
-# quarter of the tier) then laps the hand over every slot and evicts; d
-# has c's size.
+# Seven rows a page.  a and b fill the tier but for 20 or 21 slots; e
+# (40 pages) takes those, and its first page stored past them laps the
+# hand over every slot, wearing every usage count to zero; c (a quarter of
+# the tier) is then stored into the slots the hand evicts next, one after
+# another; d has c's size.
+#
+# c must not be what laps the hand: the worker stores the pages prewarm
+# queues in batches of what it found queued (store_queue.c), so the first
+# of c's pages, put into the free slots, may be published before the lap,
+# which then wears them down too, and the hand, going on, evicts those
+# that lie ahead of it: a full lap is a page's one pass of the CLOCK.
 my $half = int($nslots / 2);
 my $quarter = int($nslots / 4);
-my %rows = (a => 7 * $half, b => 7 * ($half - 20), c => 7 * $quarter,
-	d => 7 * $quarter);
+my %rows = (a => 7 * $half, b => 7 * ($half - 20), e => 7 * 40,
+	c => 7 * $quarter, d => 7 * $quarter);
 for my $t (sort keys %rows)
 {
 	$node->safe_psql('postgres', qq{
@@ -49,7 +57,7 @@ for my $t (sort keys %rows)
 # files (and dual-written to the tier) from here on; then an empty tier
 # and the counters at zero.
 $node->safe_psql('postgres', q{
-	VACUUM a; VACUUM b; VACUUM c; VACUUM d; CHECKPOINT;
+	VACUUM a; VACUUM b; VACUUM c; VACUUM d; VACUUM e; CHECKPOINT;
 	SELECT bpext_drop_clean_buffers(); SELECT bpext_stats_reset()});
 is( $node->safe_psql('postgres',
 		'SELECT extension_allocated_pages, extension_page_evictions FROM bpext_stats'),
@@ -70,14 +78,16 @@ sub in_tier
 }
 
 # 1. A full tier, every usage count worn down, then c's slots freed.
-$node->safe_psql('postgres', "SELECT bpext_prewarm('$_')") for qw(a b c);
+$node->safe_psql('postgres', "SELECT bpext_prewarm('$_')") for qw(a b e);
 my $evictions = bpext_stat($node, 'extension_page_evictions');
-cmp_ok($evictions, '>', 0, "storing c evicted $evictions pages: the tier was full");
+cmp_ok($evictions, '>', 0, "storing e evicted $evictions pages: the tier was full");
+$node->safe_psql('postgres', "SELECT bpext_prewarm('c')");
+$evictions = bpext_stat($node, 'extension_page_evictions');
 is(in_tier('c'), $pages{c}, 'all of c is in the tier');
-my ($a_kept, $b_kept) = (in_tier('a'), in_tier('b'));
-is($a_kept + $b_kept + $pages{c},
+my ($a_kept, $b_kept, $e_kept) = (in_tier('a'), in_tier('b'), in_tier('e'));
+is($a_kept + $b_kept + $e_kept + $pages{c},
 	$node->safe_psql('postgres', 'SELECT extension_allocated_pages FROM bpext_stats'),
-	'a, b and c fill the tier');
+	'a, b, e and c fill the tier');
 
 $node->safe_psql('postgres', 'TRUNCATE c');
 cmp_ok($node->safe_psql('postgres', 'SELECT extension_free_pages FROM bpext_stats'),
@@ -88,8 +98,9 @@ $node->safe_psql('postgres', "SELECT bpext_prewarm('d')");
 is(in_tier('d'), $pages{d}, "all $pages{d} pages of d are in the tier");
 is(bpext_stat($node, 'extension_page_evictions'), $evictions,
 	'storing d into the freed slots evicted no live page');
-is(in_tier('a') . ',' . in_tier('b'), "$a_kept,$b_kept",
-	"the $a_kept pages of a and $b_kept of b are all still in the tier");
+is(in_tier('a') . ',' . in_tier('b') . ',' . in_tier('e'),
+	"$a_kept,$b_kept,$e_kept",
+	"the $a_kept pages of a, $b_kept of b and $e_kept of e are all still in the tier");
 is( $node->safe_psql('postgres', q{
 		SELECT count(*) > 0, count(*) FILTER (WHERE page_type IS NULL)
 		  FROM bpext_buffer_descriptors(true) WHERE is_in_bpool_extension}),

@@ -32,6 +32,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
+bpext_needs_contrib('pg_prewarm');
+
 my $so = bpext_build_fault_injector();
 plan skip_all => 'the fault injector could not be built' unless $so;
 

@@ -21,6 +21,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+bpext_needs_contrib('pg_prewarm');
+
 my $node = bpext_init_node('main', tier_size => '32MB');
 $node->start;
 bpext_setup($node);

@@ -160,6 +160,8 @@ sub wait_caught_up
 			  . " || coalesce((SELECT status || ' from ' || sender_host || ', flushed up to '"
 			  . " || flushed_lsn FROM pg_stat_wal_receiver), 'none')");
 		diag($r->name . ': ' . ($state || 'does not answer'));
+		my @log = split /\n/, slurp_file($r->logfile);
+		diag($r->name . "'s log ends:\n" . join("\n", @log[ -(@log < 30 ? @log : 30) .. -1 ]));
 	}
 	return;
 }
