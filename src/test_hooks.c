@@ -114,7 +114,7 @@ bpext_test_define_settings(void)
 							"0 sizes it as release builds do.  A few groups (it is rounded up to a multiple of 128) make most of them full, so that tests exercise entries kept outside their home bucket and publications refused for a full group.",
 							&bpext_test_index_groups,
 							0,
-							0, INT_MAX,
+							0, BPEXT_TEST_INDEX_GROUPS_MAX,
 							PGC_POSTMASTER,
 							GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);

@@ -31,8 +31,12 @@ extern void bpext_test_note(const char *point);
 /* bpext.test_sparse_file: size the tier file with ftruncate only. */
 #define BPEXT_TEST_SPARSE_FILE()	(bpext_test_sparse_file)
 
-/* bpext.test_index_groups: the page index's groups, if not 0. */
+/*
+ * bpext.test_index_groups: the page index's groups, if not 0.  At most
+ * this many, so that the count of buckets (four a group) fits in 32 bits.
+ */
 #define BPEXT_TEST_INDEX_GROUPS()	(bpext_test_index_groups)
+#define BPEXT_TEST_INDEX_GROUPS_MAX	(1 << 26)
 
 /*
  * Holds, with bpext.test_holds on (see test_hooks.c): the relation number

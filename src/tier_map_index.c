@@ -102,6 +102,7 @@
 #include "postgres.h"
 
 #include "port/pg_bitutils.h"
+#include "port/pg_bswap.h"
 
 #include "slot_directory.h"
 #include "stats.h"
@@ -227,7 +228,10 @@ slot_is_dead(const TierSlot *s)
  * tag is tag and whose slot holds the page, or -1.  The tags are compared
  * eight at a time (a zero byte of tags XOR tag, found with the usual
  * carry trick, which may also flag a byte above a true one: every
- * candidate is checked anyway).  Emptied entries keep their old tags, so
+ * candidate is checked anyway).  Byte k of the word must be entry
+ * base + k's tag, counted from the low end, whatever the byte order: on a
+ * big-endian machine the entries tried would otherwise not be those whose
+ * tags match, and an invalidation could miss the page it removes.  Emptied entries keep their old tags, so
  * a candidate must also hold a slot.
  */
 static inline int
@@ -248,6 +252,10 @@ bucket_find_page(const TierBucket *b, uint32 home_position, uint8 tag,
 		uint64		candidates;
 
 		memcpy(&tags, b->tags + base, base == 0 ? 8 : 4);
+#ifdef WORDS_BIGENDIAN
+		/* Entry base + i's tag in byte i counted from the low end. */
+		tags = pg_bswap64(tags);
+#endif
 		x = tags ^ (ones * tag);
 		candidates = (x - ones) & ~x & highs;
 		if (base != 0)

@@ -474,8 +474,10 @@ tier_map_list_free_slots(void)
 /*
  * A slot's directory entry (slot_directory.c): what it holds if it is
  * HASHED.  Read without locks; the directory's dirty bits make up for a
- * slot caught changing.  False (and the entry untouched) for a slot that
- * holds no page.
+ * slot caught changing (a slot freed meanwhile may show the free stack's
+ * link in its block: unhashing it set its dirty bit, so the directory
+ * writes the entry again before a warm load could trust it).  False (and
+ * the entry untouched) for a slot that holds no page.
  */
 bool
 tier_map_slot_entry(uint32 slot, SlotDirEntry *entry)
