@@ -91,12 +91,12 @@
  * read is a synchronous read in this process (and admission = read's
  * data-file read too), which a slow or hung device can make long.  So
  * before the first of them, the reads this process has staged are
- * submitted (submit_staged_before_reading).  Whether the tier is read at
- * all is decided once, on one lookup of the first block, and the staged
- * reads are submitted on that same decision: a read whose first block the
- * lookup found missing goes to md (or to admission = read) even if the
- * block was stored a moment later, so that no tier read ever follows a
- * decision not to submit (md's own staged read keeps the batch).
+ * submitted (submit_staged_before_reading): tier_serve_page calls it once
+ * its lookup has found and pinned the page, just before the read.  So one
+ * lookup per block decides whether the tier is read, and no tier read ever
+ * follows without the submission; a read whose first block the lookup
+ * found missing goes to md (or to admission = read) whole, its staged
+ * read keeping the batch.
  *
  * read_microsec is the time of the read that filled the buffer when this
  * process performed it (tier hits, admitted misses, and every miss under
@@ -261,27 +261,24 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 		 */
 		bool		admit_reads = bpext_read_admission_wanted();
 
-		/* One lookup decides both (see Staged I/O above). */
-		if (!tier_will_miss(rfile, forknum, blocknum))
+		/* See Staged I/O above. */
+		while (nserved < nblocks)
 		{
-			submit_staged_before_reading();
-			while (nserved < nblocks)
-			{
-				uint64		read_us;
+			uint64		read_us;
 
-				if (!tier_serve_page(rfile, forknum, blocknum + nserved,
-									 buffers[nserved], &read_us))
-					break;
-				bpext_note_buffer_read(buffers[nserved], read_us);
-				bpext_adaptive_note_hit(reln, forknum, blocknum + nserved);
-				nserved++;
-			}
-			if (nserved > 0)
-			{
-				complete_served_read(ioh, reln, forknum, blocknum, nblocks,
-									 nserved);
-				return;
-			}
+			if (!tier_serve_page(rfile, forknum, blocknum + nserved,
+								 buffers[nserved], &read_us,
+								 submit_staged_before_reading))
+				break;
+			bpext_note_buffer_read(buffers[nserved], read_us);
+			bpext_adaptive_note_hit(reln, forknum, blocknum + nserved);
+			nserved++;
+		}
+		if (nserved > 0)
+		{
+			complete_served_read(ioh, reln, forknum, blocknum, nblocks,
+								 nserved);
+			return;
 		}
 		/* The first block's lookup is counted. */
 		if (nblocks > 1)

@@ -190,7 +190,7 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		BlockNumber run;
 
 		if (tier_serve_page(rfile, forknum, blocknum + i, buffers[i],
-							&read_us))
+							&read_us, NULL))
 		{
 			bpext_note_buffer_read(buffers[i], read_us);
 			bpext_adaptive_note_hit(reln, forknum, blocknum + i);

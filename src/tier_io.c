@@ -98,11 +98,13 @@ write_pages(uint32 first_slot, int npages, char *const *pages,
  * and read time.  On success, *read_us (if not NULL) is how long the read,
  * its checksum and its re-check took.  The clock is read twice per read:
  * the start serves the I/O watch's check and stamp and the timing.
+ * before_read (if not NULL) is called once the page is found and pinned,
+ * just before the read that may wait on the device.
  */
 static bool
 read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 				  BlockNumber block, char *buffer, bool serving,
-				  uint64 *read_us)
+				  uint64 *read_us, void (*before_read) (void))
 {
 	pg_crc32c	crc;
 	uint32		slot;
@@ -131,6 +133,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	}
 	if (serving)
 		BPEXT_COUNT(hits, 1);
+	if (before_read != NULL)
+		before_read();
 
 	BPEXT_COUNT(outstanding_io, 1);
 	bpext_io_watch_begin_at(false, start_us);
@@ -198,13 +202,16 @@ tier_will_miss(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
 
 /*
  * Serve a shared-buffer miss from the tier, if it can; *read_us is then
- * how long that took (see read_current_page).
+ * how long that took, and before_read was called before the read (see
+ * read_current_page).  One lookup decides whether the tier is read.
  */
 bool
 tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
-				BlockNumber block, char *buffer, uint64 *read_us)
+				BlockNumber block, char *buffer, uint64 *read_us,
+				void (*before_read) (void))
 {
-	return read_current_page(rfile, fork, block, buffer, true, read_us);
+	return read_current_page(rfile, fork, block, buffer, true, read_us,
+							 before_read);
 }
 
 /*
@@ -215,7 +222,7 @@ bool
 tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,
 				  BlockNumber block, char *buffer)
 {
-	return read_current_page(rfile, fork, block, buffer, false, NULL);
+	return read_current_page(rfile, fork, block, buffer, false, NULL, NULL);
 }
 
 /* A batch of capacity aligned pages, in TopMemoryContext. */
