@@ -163,7 +163,12 @@ bpext_maxcombine(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum)
 	bool		first_held;
 	uint32		n;
 
-	if (!bpext_smgr_serves(reln) || completion_fd < 0)
+	/*
+	 * While admission is paused the tier serves only its probes, which
+	 * bpext_startreadv finds on its own.
+	 */
+	if (!bpext_smgr_serves(reln) || completion_fd < 0 ||
+		bpext_admission_paused())
 		return limit;
 
 	/* The buffer manager never combines more than this. */
@@ -280,8 +285,11 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 								 nserved);
 			return;
 		}
-		/* The first block's lookup is counted. */
-		if (nblocks > 1)
+		/*
+		 * The first block's lookup is counted; while admission is paused
+		 * the others would not have looked (adaptive_admission.c).
+		 */
+		if (nblocks > 1 && !bpext_admission_paused())
 			BPEXT_COUNT(lookups, nblocks - 1);
 
 		if (admit_reads)

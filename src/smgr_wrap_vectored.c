@@ -181,7 +181,7 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	 * Each block's lookup misses the CPU caches in a large map: ask for all
 	 * of their index lines at once, so the misses overlap.
 	 */
-	if (nblocks > 1)
+	if (nblocks > 1 && !bpext_admission_paused())
 		tier_map_prefetch_run(rfile, forknum, blocknum, nblocks);
 
 	while (i < nblocks)

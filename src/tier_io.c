@@ -40,6 +40,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "adaptive_admission.h"
 #include "io_watch.h"
 #include "stats.h"
 #include "test_hooks.h"
@@ -99,7 +100,9 @@ write_pages(uint32 first_slot, int npages, char *const *pages,
  * its checksum and its re-check took.  The clock is read twice per read:
  * the start serves the I/O watch's check and stamp and the timing.
  * before_read (if not NULL) is called once the page is found and pinned,
- * just before the read that may wait on the device.
+ * just before the read that may wait on the device.  While admission is
+ * paused most misses do not look (adaptive_admission.c): they are neither
+ * lookups nor hits.
  */
 static bool
 read_current_page(const BpextRelFile *rfile, ForkNumber fork,
@@ -119,6 +122,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	Oid			hold_rel;
 
 	if (!tier_file_ready())
+		return false;
+	if (serving && !bpext_adaptive_look_in_tier())
 		return false;
 	if (serving)
 		BPEXT_COUNT(lookups, 1);
@@ -187,12 +192,14 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
  * it will not; a block it holds is left to tier_serve_page, which counts
  * it when it reads it.  The answer may be out of date by the time the
  * caller acts on it, which costs a data-file read at worst: serving is
- * only ever decided by tier_serve_page.
+ * only ever decided by tier_serve_page.  While admission is paused, the
+ * tier serves no block but its probes (adaptive_admission.c): every block
+ * will miss, uncounted.
  */
 bool
 tier_will_miss(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
 {
-	if (!tier_file_ready())
+	if (!tier_file_ready() || bpext_admission_paused())
 		return true;
 	if (tier_map_contains(rfile, fork, block))
 		return false;
