@@ -420,13 +420,17 @@ chmod 0700, $restored->data_dir;
 ok(-f $tier_path{ $restored->name }, 'restore: the old tier file is still there');
 
 # The restored directory's configuration is the leader's: its own port,
-# tier file and log on the command line.
+# tier file and log on the command line.  The leader's postgresql.conf may
+# still name the slot Patroni gave it when it was a replica (its own name),
+# which no node holds now, so the standby would never stream: it streams
+# without a slot (the leader keeps wal_keep_size of WAL).
 $offset = $restored->log_offset;
 IPC::Run::run(
 	[
 		'pg_ctl', '-D', $restored->data_dir, '-w', '-l', "$basedir/restore-start.log",
 		'-o', join(' ',
 			'-c listen_addresses=127.0.0.1', '-c port=' . $restored->port,
+			'-c primary_slot_name=',
 			"-c bpext.path=$tier_path{ $restored->name }",
 			'-c log_directory=' . $restored->log_dir,
 			'-c log_filename=postgresql.log'),
