@@ -29,11 +29,22 @@
  * MIN_PROBES probes.  While admitting, PAUSE_WINDOWS windows in a row in
  * which at least PAUSE_CACHED of the probed pages were cached pause
  * admission: pushes ahead of the clock sweep (evict_push.c), read
- * admission and dual-write stores (the smgr wrappers) stop.  The tier
- * keeps serving the pages it holds, and every invalidation goes on as
- * before: a data file that changes still drops or replaces the tier's
- * copy.  While paused, the hits go on being probed, and RESUME_WINDOWS
- * windows in a row with fewer than RESUME_CACHED cached resume admission
+ * admission and dual-write stores (the smgr wrappers) stop.  The tier's
+ * hits stop too, but for its probes: a hit whose data-file page is cached
+ * saves nothing, and still costs the lookup, the pin and the page's CRC.
+ * So while paused only one shared-buffer miss in PROBE_EVERY, in each
+ * backend, looks in the tier (bpext_adaptive_look_in_tier); the others
+ * read their data files at once, as without bpext, and every hit of the
+ * one that looks is probed, so the probes go on at the rate they had.
+ * A probe that finds its data-file page not cached makes that backend
+ * look in the tier for every miss again (probing one hit in PROBE_EVERY,
+ * as while admitting) until a probe finds one cached: when the data stop
+ * fitting in memory, the misses the tier could serve are served at once,
+ * not read from the disk until the worker's windows resume admission.
+ * Every invalidation goes on as before (a data file that changes still
+ * drops or replaces the tier's copy), so the pages the tier holds are
+ * current when it serves them again.  RESUME_WINDOWS windows in a row
+ * with fewer than RESUME_CACHED cached resume admission and the hits
  * (memory grew short, or the data grew).  A pause needs ten windows, a
  * resume two, since admitting where it cannot help costs some CPU, and
  * not admitting where it could costs disk reads.  No pause comes sooner
@@ -185,24 +196,56 @@ data_page_cached(SMgrRelation reln, ForkNumber fork, BlockNumber block)
 }
 
 /*
+ * Should this shared-buffer miss look in the tier?  Always while admitting;
+ * while paused, one miss in PROBE_EVERY in each backend (see the file
+ * header).  A miss that does not look is a data-file read.
+ */
+/*
+ * While paused, this backend's last probe found its data-file page not
+ * cached: it looks in the tier for every miss (see the file header).
+ */
+static bool looking_at_every_miss = false;
+
+bool
+bpext_adaptive_look_in_tier(void)
+{
+	static uint32 misses = 0;
+
+	if (likely(!bpext_admission_paused()) || looking_at_every_miss)
+		return true;
+	if (++misses < PROBE_EVERY)
+		return false;
+	misses = 0;
+	return true;
+}
+
+/*
  * A backend served this block from the tier: probe one hit in PROBE_EVERY
- * (see the file header).
+ * when every miss looks in the tier, every hit when one miss in
+ * PROBE_EVERY does (see the file header).
  */
 void
 bpext_adaptive_note_hit(SMgrRelation reln, ForkNumber fork, BlockNumber block)
 {
 	static uint32 hits = 0;
+	bool		paused = bpext_admission_paused();
 	int			cached;
 
-	if (++hits < PROBE_EVERY || !bpext_adaptive_admission)
+	if (!bpext_adaptive_admission)
 		return;
-	hits = 0;
+	if (!paused || looking_at_every_miss)
+	{
+		if (++hits < PROBE_EVERY)
+			return;
+		hits = 0;
+	}
 	cached = data_page_cached(reln, fork, block);
 	if (cached < 0)
 		return;
 	BPEXT_COUNT(hit_probes, 1);
 	if (cached)
 		BPEXT_COUNT(hit_probes_cached, 1);
+	looking_at_every_miss = paused && !cached;
 }
 
 /* The worker's view of the windows. */
@@ -293,7 +336,7 @@ bpext_adaptive_admission_step(void)
 		ereport(LOG,
 				(errmsg("bpext paused admission to the tier: %.1f%% of the pages it served were in the kernel's page cache as data-file pages too",
 						100.0 * cached),
-				 errdetail("Reading them from their data files costs what reading them from the tier costs, so admitting more pages would cost more than it saves. The tier keeps serving the pages it holds; pushes, read admission and dual-write stores stop until reading its pages from their data files would read the disk again."),
+				 errdetail("Reading them from their data files costs what reading them from the tier costs, so admitting more pages would cost more than it saves. Pushes, read admission and dual-write stores stop, and shared-buffer misses read their data files but for one in %d, which the tier serves if it can, until reading its pages from their data files would read the disk again.", PROBE_EVERY),
 				 errhint("Set bpext.adaptive_admission to off to keep admitting pages.")));
 	}
 	else

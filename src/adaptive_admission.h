@@ -13,6 +13,9 @@
 
 #include "storage/smgr.h"
 
+/* Backends, before looking a shared-buffer miss up in the tier. */
+extern bool bpext_adaptive_look_in_tier(void);
+
 /* Backends, after serving a block from the tier. */
 extern void bpext_adaptive_note_hit(SMgrRelation reln, ForkNumber fork,
 									BlockNumber block);

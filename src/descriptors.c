@@ -15,7 +15,7 @@
  *
  * Tier pages are listed from the map's slot array in slot order, without
  * the map's locks (tier_map_foreach_slot), a range of slots per unit of
- * the scan: at a terabyte (134M pages) following the hash chains cost a
+ * the scan: at a terabyte (134M pages) following the index entries cost a
  * cache miss per row.  Consistency under concurrent change: every tier
  * row is a page its slot held, current (its relation's generation had
  * not moved on), at some moment during the scan; a dead page is never

@@ -91,12 +91,12 @@
  * read is a synchronous read in this process (and admission = read's
  * data-file read too), which a slow or hung device can make long.  So
  * before the first of them, the reads this process has staged are
- * submitted (submit_staged_before_reading).  Whether the tier is read at
- * all is decided once, on one lookup of the first block, and the staged
- * reads are submitted on that same decision: a read whose first block the
- * lookup found missing goes to md (or to admission = read) even if the
- * block was stored a moment later, so that no tier read ever follows a
- * decision not to submit (md's own staged read keeps the batch).
+ * submitted (submit_staged_before_reading): tier_serve_page calls it once
+ * its lookup has found and pinned the page, just before the read.  So one
+ * lookup per block decides whether the tier is read, and no tier read ever
+ * follows without the submission; a read whose first block the lookup
+ * found missing goes to md (or to admission = read) whole, its staged
+ * read keeping the batch.
  *
  * read_microsec is the time of the read that filled the buffer when this
  * process performed it (tier hits, admitted misses, and every miss under
@@ -152,6 +152,9 @@ static int	completion_fd = -1;
 /* Where that I/O's zeroes go (never into a buffer). */
 static PGIOAlignedBlock completion_scratch;
 
+/* Blocks whose index lines bpext_maxcombine asks for ahead of its lookups. */
+#define MAXCOMBINE_PREFETCH		8
+
 static uint32
 bpext_maxcombine(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum)
 {
@@ -160,15 +163,33 @@ bpext_maxcombine(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum)
 	bool		first_held;
 	uint32		n;
 
-	if (!bpext_smgr_serves(reln) || completion_fd < 0)
+	/*
+	 * While admission is paused the tier serves only its probes, which
+	 * bpext_startreadv finds on its own.
+	 */
+	if (!bpext_smgr_serves(reln) || completion_fd < 0 ||
+		bpext_admission_paused())
 		return limit;
 
 	/* The buffer manager never combines more than this. */
 	limit = Min(limit, MAX_IO_COMBINE_LIMIT);
+
+	/*
+	 * As bpext_readv (17), the index lines are asked for ahead of the
+	 * lookups, but only MAXCOMBINE_PREFETCH blocks ahead: the loop often
+	 * stops long before the limit.
+	 */
+	tier_map_prefetch_run(rfile, forknum, blocknum,
+						  Min(limit, MAXCOMBINE_PREFETCH));
 	first_held = tier_map_contains(rfile, forknum, blocknum);
 	for (n = 1; n < limit; n++)
+	{
+		if (n + MAXCOMBINE_PREFETCH - 1 < limit)
+			tier_map_prefetch_run(rfile, forknum,
+								  blocknum + n + MAXCOMBINE_PREFETCH - 1, 1);
 		if (tier_map_contains(rfile, forknum, blocknum + n) != first_held)
 			break;
+	}
 	return n;
 }
 
@@ -245,30 +266,30 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 		 */
 		bool		admit_reads = bpext_read_admission_wanted();
 
-		/* One lookup decides both (see Staged I/O above). */
-		if (!tier_will_miss(rfile, forknum, blocknum))
+		/* See Staged I/O above. */
+		while (nserved < nblocks)
 		{
-			submit_staged_before_reading();
-			while (nserved < nblocks)
-			{
-				uint64		read_us;
+			uint64		read_us;
 
-				if (!tier_serve_page(rfile, forknum, blocknum + nserved,
-									 buffers[nserved], &read_us))
-					break;
-				bpext_note_buffer_read(buffers[nserved], read_us);
-				bpext_adaptive_note_hit(reln, forknum, blocknum + nserved);
-				nserved++;
-			}
-			if (nserved > 0)
-			{
-				complete_served_read(ioh, reln, forknum, blocknum, nblocks,
-									 nserved);
-				return;
-			}
+			if (!tier_serve_page(rfile, forknum, blocknum + nserved,
+								 buffers[nserved], &read_us,
+								 submit_staged_before_reading))
+				break;
+			bpext_note_buffer_read(buffers[nserved], read_us);
+			bpext_adaptive_note_hit(reln, forknum, blocknum + nserved);
+			nserved++;
 		}
-		/* The first block's lookup is counted. */
-		if (nblocks > 1)
+		if (nserved > 0)
+		{
+			complete_served_read(ioh, reln, forknum, blocknum, nblocks,
+								 nserved);
+			return;
+		}
+		/*
+		 * The first block's lookup is counted; while admission is paused
+		 * the others would not have looked (adaptive_admission.c).
+		 */
+		if (nblocks > 1 && !bpext_admission_paused())
 			BPEXT_COUNT(lookups, nblocks - 1);
 
 		if (admit_reads)

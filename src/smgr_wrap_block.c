@@ -73,7 +73,7 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		return;
 	}
 
-	if (tier_serve_page(rfile, forknum, blocknum, buffer, &read_us))
+	if (tier_serve_page(rfile, forknum, blocknum, buffer, &read_us, NULL))
 	{
 		bpext_note_buffer_read(buffer, read_us);
 		bpext_adaptive_note_hit(reln, forknum, blocknum);

@@ -177,13 +177,20 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 		return;
 	}
 
+	/*
+	 * Each block's lookup misses the CPU caches in a large map: ask for all
+	 * of their index lines at once, so the misses overlap.
+	 */
+	if (nblocks > 1 && !bpext_admission_paused())
+		tier_map_prefetch_run(rfile, forknum, blocknum, nblocks);
+
 	while (i < nblocks)
 	{
 		uint64		read_us;
 		BlockNumber run;
 
 		if (tier_serve_page(rfile, forknum, blocknum + i, buffers[i],
-							&read_us))
+							&read_us, NULL))
 		{
 			bpext_note_buffer_read(buffers[i], read_us);
 			bpext_adaptive_note_hit(reln, forknum, blocknum + i);

@@ -36,11 +36,11 @@
  *
  *	read	a tier read, the slot pinned and read, not yet re-checked
  *			(tier_io.c)
- *	cut		a drop's walk of the chains it cut, at a slot cut off but
+ *	cut		a drop's walk of the entries it cut, at a slot cut off but
  *			still HASHED (tier_map_index.c, unhash_piece_all)
  *
  * BPEXT_TEST_NOTE only writes the reached file (for cut_wait: a shrink
- * or a clear is waiting for cut chains, wait_for_cuts).  A held process
+ * or a clear is waiting for cut entries, wait_for_cuts).  A held process
  * does not answer signals; the test lets it go before anything waits for
  * it.  These run inside smgr calls and map walks: they raise no error.
  *
@@ -82,6 +82,7 @@
 
 bool		bpext_test_sparse_file = false;
 bool		bpext_test_holds = false;
+int			bpext_test_index_groups = 0;
 
 PG_FUNCTION_INFO_V1(bpext_test_fill);
 PG_FUNCTION_INFO_V1(bpext_test_lookup_cost);
@@ -108,6 +109,15 @@ bpext_test_define_settings(void)
 							 PGC_POSTMASTER,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("bpext.test_index_groups",
+							"Test builds only: size the page index with this many groups of buckets instead of from bpext.max_size.",
+							"0 sizes it as release builds do.  A few groups (it is rounded up to a multiple of 128) make most of them full, so that tests exercise entries kept outside their home bucket and publications refused for a full group.",
+							&bpext_test_index_groups,
+							0,
+							0, BPEXT_TEST_INDEX_GROUPS_MAX,
+							PGC_POSTMASTER,
+							GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 }
 
 /*

@@ -4,7 +4,8 @@
  *	  Test-only hooks, compiled in only by `make BPEXT_TEST_HOOKS=1`
  *	  (test_hooks.c): a sparse tier file and a synthetic fill of the map,
  *	  for the scale bench (test/bench/scale.sh), and holds that stop a
- *	  process at a point of a race until the test lets it go.  Release
+ *	  process at a point of a race until the test lets it go, and a page
+ *	  index too small for its map, so that its overflow paths run.  Release
  *	  builds (the Debian packages, `make dist`) never define
  *	  BPEXT_TEST_HOOKS, and then BPEXT_TEST_SPARSE_FILE() is the constant
  *	  false, BPEXT_TEST_HOLD_TARGET() InvalidOid, and the rest nothing.
@@ -20,6 +21,7 @@
 
 extern bool bpext_test_sparse_file;
 extern bool bpext_test_holds;
+extern int	bpext_test_index_groups;
 extern void bpext_test_define_settings(void);
 
 extern Oid	bpext_test_hold_target(const char *point);
@@ -28,6 +30,13 @@ extern void bpext_test_note(const char *point);
 
 /* bpext.test_sparse_file: size the tier file with ftruncate only. */
 #define BPEXT_TEST_SPARSE_FILE()	(bpext_test_sparse_file)
+
+/*
+ * bpext.test_index_groups: the page index's groups, if not 0.  At most
+ * this many, so that the count of buckets (four a group) fits in 32 bits.
+ */
+#define BPEXT_TEST_INDEX_GROUPS()	(bpext_test_index_groups)
+#define BPEXT_TEST_INDEX_GROUPS_MAX	(1 << 26)
 
 /*
  * Holds, with bpext.test_holds on (see test_hooks.c): the relation number
@@ -46,6 +55,7 @@ extern void bpext_test_note(const char *point);
 #else
 
 #define BPEXT_TEST_SPARSE_FILE()	false
+#define BPEXT_TEST_INDEX_GROUPS()	0
 #define BPEXT_TEST_HOLD_TARGET(point)	InvalidOid
 #define BPEXT_TEST_HOLD(point, slot)	false
 #define BPEXT_TEST_NOTE(point)		((void) 0)

@@ -40,6 +40,7 @@
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
+#include "adaptive_admission.h"
 #include "io_watch.h"
 #include "stats.h"
 #include "test_hooks.h"
@@ -98,11 +99,15 @@ write_pages(uint32 first_slot, int npages, char *const *pages,
  * and read time.  On success, *read_us (if not NULL) is how long the read,
  * its checksum and its re-check took.  The clock is read twice per read:
  * the start serves the I/O watch's check and stamp and the timing.
+ * before_read (if not NULL) is called once the page is found and pinned,
+ * just before the read that may wait on the device.  While admission is
+ * paused most misses do not look (adaptive_admission.c): they are neither
+ * lookups nor hits.
  */
 static bool
 read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 				  BlockNumber block, char *buffer, bool serving,
-				  uint64 *read_us)
+				  uint64 *read_us, void (*before_read) (void))
 {
 	pg_crc32c	crc;
 	uint32		slot;
@@ -118,6 +123,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 
 	if (!tier_file_ready())
 		return false;
+	if (serving && !bpext_adaptive_look_in_tier())
+		return false;
 	if (serving)
 		BPEXT_COUNT(lookups, 1);
 	slot = tier_map_lookup_pin(rfile, fork, block, &crc, &chain_cuts);
@@ -131,6 +138,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 	}
 	if (serving)
 		BPEXT_COUNT(hits, 1);
+	if (before_read != NULL)
+		before_read();
 
 	BPEXT_COUNT(outstanding_io, 1);
 	bpext_io_watch_begin_at(false, start_us);
@@ -183,12 +192,14 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
  * it will not; a block it holds is left to tier_serve_page, which counts
  * it when it reads it.  The answer may be out of date by the time the
  * caller acts on it, which costs a data-file read at worst: serving is
- * only ever decided by tier_serve_page.
+ * only ever decided by tier_serve_page.  While admission is paused, the
+ * tier serves no block but its probes (adaptive_admission.c): every block
+ * will miss, uncounted.
  */
 bool
 tier_will_miss(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
 {
-	if (!tier_file_ready())
+	if (!tier_file_ready() || bpext_admission_paused())
 		return true;
 	if (tier_map_contains(rfile, fork, block))
 		return false;
@@ -198,13 +209,16 @@ tier_will_miss(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
 
 /*
  * Serve a shared-buffer miss from the tier, if it can; *read_us is then
- * how long that took (see read_current_page).
+ * how long that took, and before_read was called before the read (see
+ * read_current_page).  One lookup decides whether the tier is read.
  */
 bool
 tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
-				BlockNumber block, char *buffer, uint64 *read_us)
+				BlockNumber block, char *buffer, uint64 *read_us,
+				void (*before_read) (void))
 {
-	return read_current_page(rfile, fork, block, buffer, true, read_us);
+	return read_current_page(rfile, fork, block, buffer, true, read_us,
+							 before_read);
 }
 
 /*
@@ -215,7 +229,7 @@ bool
 tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,
 				  BlockNumber block, char *buffer)
 {
-	return read_current_page(rfile, fork, block, buffer, false, NULL);
+	return read_current_page(rfile, fork, block, buffer, false, NULL, NULL);
 }
 
 /* A batch of capacity aligned pages, in TopMemoryContext. */

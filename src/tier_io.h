@@ -36,7 +36,8 @@ typedef struct TierBatch
 
 extern char *tier_private_page(void);
 extern bool tier_serve_page(const BpextRelFile *rfile, ForkNumber fork,
-							BlockNumber block, char *buffer, uint64 *read_us);
+							BlockNumber block, char *buffer, uint64 *read_us,
+							void (*before_read) (void));
 extern bool tier_will_miss(const BpextRelFile *rfile, ForkNumber fork,
 						   BlockNumber block);
 extern bool tier_inspect_page(const BpextRelFile *rfile, ForkNumber fork,

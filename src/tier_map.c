@@ -6,8 +6,8 @@
  *	  it out in shared memory; the rest is split by concern, each file
  *	  with its locking protocol in its header comment:
  *
- *	  tier_map_index.c	the page index: hash chains from a page's identity
- *						to its slot under partition locks (lookups,
+ *	  tier_map_index.c	the page index: buckets of a cache line from a
+ *						page's identity to its slot under partition locks (lookups,
  *						publication, unlinking, the walks piece by piece)
  *	  tier_map_slots.c	slot states and pins, the free-slot stack, the
  *						CLOCK hand, and how many slots are active
@@ -18,14 +18,17 @@
  *
  * and tier_map_internal.h has the structures they share.
  *
- * Layout.  Each slot of the tier file has a TierSlot (28 bytes): the block
- * number, the index of its relation entry (TierRel), the relation generation
- * it was admitted under, the CRC of its content, the next slot in its hash
- * chain (or on the free stack), an atomic state word and the time of its last
- * use.  Relation identity (the RelFileNode and fork) is kept once per relation
- * in a TierRel, so the map costs about 32 bytes per 8 kB tier page (bucket
- * array and relation table included; 31.3 at a terabyte, where the
- * relation table stops growing).
+ * Layout.  Each slot of the tier file has a TierSlot (24 bytes): the block
+ * number (or, on the free stack, the next free slot), the index of its
+ * relation entry (TierRel), the relation generation it was admitted under,
+ * the CRC of its content, an atomic state word and the time of its last use.
+ * Relation identity (the RelFileNode and fork) is kept once per relation in
+ * a TierRel.  The page index (tier_map_index.c) has a 64-byte bucket per
+ * 9.75 slots of bpext.max_size, 6.6 bytes per tier page.  So the map costs
+ * 31.9 bytes per 8 kB tier page at a terabyte, where the relation table
+ * stops growing, and 33 to 35 below (the relation table, a 16th of the
+ * slots, costs 2.5 bytes per page there, and the write counters, fixed,
+ * 2 bytes per page at a gigabyte).
  *
  * Map-wide rules.
  *
@@ -41,12 +44,12 @@
  * Start-up cost.  A terabyte tier has 134 million slots (3.7 GB) and up to 4
  * million relation entries.  The postmaster, which must start accepting
  * connections quickly, only sets up the relation buckets (8 MB at a
- * terabyte): page buckets read as empty from zeroed memory (bucket_head),
+ * terabyte): page buckets read as empty from zeroed memory (entry_slot),
  * relation entries are made when first taken (rel_unused), and slots by the
  * worker when it makes them usable (tier_map_set_active_slots, slots_ready),
  * which then lists them on the free stack, a second pass over them.  Nothing
- * reads a slot or relation entry that was never made: lookups only follow hash
- * chains, and relation walks stop at rel_unused.
+ * reads a slot or relation entry that was never made: lookups only follow the
+ * index's entries, and relation walks stop at rel_unused.
  *
  * Warm restart (warm_restart.c, slot_directory.c).  The map survives a clean
  * restart as the slot directory on the SSD (one entry per slot: its relation
@@ -82,10 +85,15 @@
 #include "storage/shmem.h"
 
 #include "page_crc.h"
+#include "test_hooks.h"
 #include "tier_map.h"
 #include "tier_map_internal.h"
 
 TierMap    *Map = NULL;
+
+StaticAssertDecl(sizeof(TierBucket) * TIER_GROUP_BUCKETS == TIER_GROUP_ALIGN && sizeof(TierBucket) == 64,
+				 "a bucket of the page index is one cache line");
+StaticAssertDecl(sizeof(TierSlot) == 24, "TierSlot is 24 bytes");
 
 /* ---------------------------------------------------------------------
  * Shared memory
@@ -101,10 +109,18 @@ TierMap    *Map = NULL;
 #define BPEXT_MAP_MAX_RELS		(4U * 1024 * 1024)
 
 static void
-map_dimensions(uint32 max_slots, uint32 *nbuckets, uint32 *nrels,
+map_dimensions(uint32 max_slots, uint32 *ngroups, uint32 *nrels,
 			   uint32 *rel_nbuckets)
 {
-	*nbuckets = pg_nextpower2_32(Max(max_slots / 2, 16));
+	uint64		groups = ((uint64) max_slots + TIER_GROUP_SLOTS_FULL - 1) /
+		TIER_GROUP_SLOTS_FULL;
+
+	/* Tests only: a crowded index, whose groups fill up. */
+	if (BPEXT_TEST_INDEX_GROUPS() > 0)
+		groups = BPEXT_TEST_INDEX_GROUPS();
+	/* Every partition gets as many groups. */
+	groups = TYPEALIGN64(BPEXT_MAP_PARTITIONS, Max(groups, 1));
+	*ngroups = (uint32) groups;
 	*nrels = Min(Max(max_slots / 16, 1024), BPEXT_MAP_MAX_RELS);
 	*rel_nbuckets = pg_nextpower2_32(*nrels / 2);
 }
@@ -118,14 +134,16 @@ tier_map_lwlock_count(void)
 Size
 tier_map_shmem_size(uint32 max_slots)
 {
-	uint32		nbuckets,
+	uint32		ngroups,
 				nrels,
 				rel_nbuckets;
 	Size		size;
 
-	map_dimensions(max_slots, &nbuckets, &nrels, &rel_nbuckets);
-	size = MAXALIGN(sizeof(TierMap));
-	size = add_size(size, MAXALIGN(mul_size(nbuckets, sizeof(uint32))));
+	map_dimensions(max_slots, &ngroups, &nrels, &rel_nbuckets);
+	/* Room to start the buckets on a group's boundary (below). */
+	size = add_size(sizeof(TierMap), TIER_GROUP_ALIGN);
+	size = add_size(size, mul_size(mul_size(ngroups, TIER_GROUP_BUCKETS),
+								   sizeof(TierBucket)));
 	size = add_size(size, MAXALIGN(mul_size(rel_nbuckets, sizeof(uint32))));
 	size = add_size(size, MAXALIGN(mul_size(nrels, sizeof(TierRel))));
 	size = add_size(size, MAXALIGN(mul_size(max_slots, sizeof(TierSlot))));
@@ -149,11 +167,13 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	if (found)
 		return;
 
-	map_dimensions(max_slots, &Map->nbuckets, &Map->nrels, &Map->rel_nbuckets);
+	map_dimensions(max_slots, &Map->ngroups, &Map->nrels, &Map->rel_nbuckets);
+	Map->nbuckets = Map->ngroups * TIER_GROUP_BUCKETS;
 	Map->pieces_per_partition =
 		pg_nextpower2_32(Max(BPEXT_MAP_MIN_PIECES_PER_PARTITION,
-							 Map->nbuckets / BPEXT_MAP_PARTITIONS /
-							 BPEXT_MAP_PIECE_BUCKETS));
+							 (Map->ngroups / BPEXT_MAP_PARTITIONS +
+							  BPEXT_MAP_PIECE_GROUPS - 1) /
+							 BPEXT_MAP_PIECE_GROUPS));
 	Map->max_slots = max_slots;
 	pg_atomic_init_u32(&Map->clock_hand.value, 0);
 	pg_atomic_init_u32(&Map->next_generation.value, 1);
@@ -168,9 +188,13 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	Map->rel_lock = &locks[BPEXT_MAP_PARTITIONS].lock;
 	Map->partition_locks = locks;
 
-	p += MAXALIGN(sizeof(TierMap));
-	Map->buckets = (uint32 *) p;
-	p += MAXALIGN(Map->nbuckets * sizeof(uint32));
+	/*
+	 * A group of buckets on a boundary of its size, so that it never
+	 * straddles two pages of memory.
+	 */
+	p = (char *) TYPEALIGN(TIER_GROUP_ALIGN, p + sizeof(TierMap));
+	Map->buckets = (TierBucket *) p;
+	p += (Size) Map->nbuckets * sizeof(TierBucket);
 	Map->rel_buckets = (uint32 *) p;
 	p += MAXALIGN(Map->rel_nbuckets * sizeof(uint32));
 	Map->rels = (TierRel *) p;
@@ -179,7 +203,7 @@ tier_map_shmem_init(uint32 max_slots, bool found)
 	p += MAXALIGN(max_slots * sizeof(TierSlot));
 	Map->write_generations = (pg_atomic_uint32 *) p;
 
-	/* The buckets need no setting up (bucket_head); TIER_INVALID_INDEX is
+	/* The buckets need no setting up (entry_slot); TIER_INVALID_INDEX is
 	 * all ones. */
 	memset(Map->rel_buckets, 0xFF, Map->rel_nbuckets * sizeof(uint32));
 	Map->rel_free = TIER_INVALID_INDEX;

@@ -1,24 +1,55 @@
 /*-------------------------------------------------------------------------
  *
  * tier_map_index.c
- *	  The map's page index: a chained hash from a page's identity (its
- *	  relation file, fork and block) to the slot that holds its copy.
- *	  Lookups, publication (linking a filled slot in), unlinking, and the
- *	  walks of the chains piece by piece.
+ *	  The map's page index: from a page's identity (its relation file, fork
+ *	  and block) to the slot that holds its copy.  Lookups, publication
+ *	  (entering a filled slot), unlinking, and the walks of the index
+ *	  piece by piece.
  *
- * Nothing outside this file follows a hash chain: the rest of the map goes
+ * Nothing outside this file reads a bucket: the rest of the map goes
  * through tier_index_unhash_slot, tier_index_remove_page and the piece
  * functions, so that the index can be replaced without touching it.
  *
+ * Layout.  The index is an array of buckets of one cache line each
+ * (TierBucket): up to TIER_BUCKET_ENTRIES slot numbers, a one-byte tag per
+ * entry (tag_of: the bits of the page's hash that its bucket number does
+ * not use), and for each entry the position of its home bucket in its
+ * group.  A page's home bucket is bucket_of(its hash).  Buckets come in
+ * groups of TIER_GROUP_BUCKETS consecutive ones (256 bytes, one page of
+ * memory), and a page's entry is in its home bucket or, when that was
+ * full, in another bucket of the home's group; each bucket counts the
+ * entries whose home it is that are kept elsewhere in the group ("away").
+ * So a lookup reads its home bucket's cache line, compares the tags of
+ * the entries whose home it is, reads a slot (and its relation entry) only
+ * on a tag match, and reads the rest of the group (prefetched at once, in
+ * the same 256 bytes) only if the count says some of the home's entries
+ * are there.  An entry removed from a bucket makes room for one of the
+ * bucket's own entries kept away, which is moved back (and so on), so
+ * that a bucket has entries away only while it is full, and pages coming
+ * and going do not pile up away from home.  A group whose four buckets are
+ * all full takes no more pages: the publication is refused
+ * (admission_skips), which is always safe.  The index is sized for 81% of
+ * its room at a full map (bpext.max_size): in a simulation of a full map
+ * with pages coming and going, a quarter of the lookups then find their
+ * home keeping entries away, and 2% of the publications find their group
+ * full; at 70%, 13% and 0.3%.  Memory is zero at every start (see
+ * entry_slot), so the postmaster does not write the array.
+ *
+ * Invariants, under the group's partition lock: every HASHED slot reached
+ * from a bucket is in exactly one entry, of a bucket of the group of its
+ * page's home; a bucket's away count is the number of entries of the group
+ * outside it whose home it is.  A lookup that finds its home's count zero
+ * may therefore stop at the home.
+ *
  * Locking protocol.
  *
- *	- Hash chains are protected by BPEXT_MAP_PARTITIONS LWLocks; bucket b
- *	  belongs to partition b % BPEXT_MAP_PARTITIONS.  Lookups hold the lock
- *	  shared while they pin a slot; anything that links or unlinks a slot
- *	  holds it exclusive.  A slot can only become unhashed under the
- *	  exclusive lock, and pins are only taken under the shared lock, so an
- *	  evictor holding the exclusive lock and seeing no pins can take the
- *	  slot.  Unpinning needs no lock.
+ *	- The buckets are protected by BPEXT_MAP_PARTITIONS LWLocks; a group
+ *	  of buckets belongs to one partition (partition_of).  Lookups hold
+ *	  the lock shared while they pin a slot; anything that enters, moves
+ *	  or removes an entry holds it exclusive.  A slot can only become
+ *	  unhashed under the exclusive lock, and pins are only taken under the
+ *	  shared lock, so an evictor holding the exclusive lock and seeing no
+ *	  pins can take the slot.  Unpinning needs no lock.
  *	- A slot's rel/block/generation/crc fields are written only by the
  *	  process that owns it in FILLING state, before it is published, and
  *	  are stable while it is HASHED.
@@ -29,34 +60,37 @@
  *	  are serialised.  Publication also checks map_epoch and the file
  *	  incarnation the copy was written to (see tier_map.c).
  *	- Whole-map walks go piece by piece (a share of a partition's
- *	  buckets, at most BPEXT_MAP_PIECE_BUCKETS, under its lock), so that a
+ *	  groups, at most BPEXT_MAP_PIECE_GROUPS, under its lock), so that a
  *	  scan can be split over the worker pool and no walk holds a lock for
- *	  long.
+ *	  long.  An entry never leaves its group, so a piece holds every entry
+ *	  whose home is in it.
  *	  Emptying the map (bpext_drop_clean_buffers, disable) only cuts a
- *	  piece's chains off their buckets under the lock, and unhashes their
- *	  slots after releasing it: no lookup can reach them any more, so none
- *	  can pin them, and anyone else who finds such a slot (the CLOCK hand,
- *	  a shrink, an invalidation) looks for it in its chain under the lock
- *	  and leaves it.  Because an invalidation cannot unhash such a slot, a
- *	  reader that pinned it before the cut must not trust its re-check:
- *	  every cut bumps chain_cuts under the lock, and a read that a cut
- *	  overlapped is a miss (tier_map_pin_still_valid).  Nor can a shrink
+ *	  piece's entries off its buckets under the lock (notes their slots
+ *	  and zeroes the buckets), and unhashes those slots after releasing
+ *	  it: no lookup can reach them any more, so none can pin them, and
+ *	  anyone else who finds such a slot (the CLOCK hand, a shrink, an
+ *	  invalidation) looks for it in its group under the lock and leaves
+ *	  it.  Because an invalidation cannot unhash such a slot, a reader
+ *	  that pinned it before the cut must not trust its re-check: every cut
+ *	  bumps chain_cuts under the lock, and a read that a cut overlapped is
+ *	  a miss (tier_map_pin_still_valid).  Nor can a shrink
  *	  (tier_map_drop_slots) or tier_map_clear unhash such a slot, which
  *	  would stay HASHED past the file's new end, or in a map said to be
  *	  empty, until the walk reaches it: so every cut also counts in
  *	  cuts_in_flight, raised under the partition lock with chain_cuts and
  *	  lowered once the walk has unhashed all the cut slots.  A shrink that
- *	  finds a slot HASHED but in no chain, and every clear after its own
+ *	  finds a slot HASHED but in no bucket, and every clear after its own
  *	  pass, wait (wait_for_cuts) until no cut is in flight, holding no
  *	  lock: a walk takes only rel_lock (to free a relation's last slot)
  *	  and the free stack's spinlock, so the wait ends.  Then every slot
- *	  they looked for is either in its chain, where they unhashed it, or
+ *	  they looked for is either in its group, where they unhashed it, or
  *	  unhashed by the walk.  A clear's wait cannot be prolonged by new
- *	  cuts, as no publication refills the chains it emptied; a shrink's
+ *	  cuts, as no publication refills the buckets it emptied; a shrink's
  *	  only by new drops.
  *	- Every publication and unlinking of a slot is reported to the slot
  *	  directory (slot_directory.c) once the slot's fields are final, so
- *	  that its copy on the SSD is written again.
+ *	  that its copy on the SSD is written again.  Moving an entry between
+ *	  buckets of its group changes nothing the directory keeps.
  *
  * Nothing here raises an error or allocates memory: these functions run
  * inside smgr calls, some of them in critical sections.
@@ -67,6 +101,9 @@
  */
 #include "postgres.h"
 
+#include "port/pg_bitutils.h"
+#include "port/pg_bswap.h"
+
 #include "slot_directory.h"
 #include "stats.h"
 #include "test_hooks.h"
@@ -74,29 +111,96 @@
 #include "tier_map.h"
 #include "tier_map_internal.h"
 
+/* The away count's place in TierBucket.meta. */
+#define AWAY_SHIFT		24
+#define AWAY_ONE		(1U << AWAY_SHIFT)
+#define HOME_BITS		2
+#define HOME_MASK		((1U << HOME_BITS) - 1)
+
+StaticAssertDecl(TIER_GROUP_BUCKETS <= (1 << HOME_BITS),
+				 "an entry's home position fits its bits of TierBucket.meta");
+StaticAssertDecl(TIER_BUCKET_ENTRIES * HOME_BITS <= AWAY_SHIFT,
+				 "the home positions fit below the away count");
+StaticAssertDecl((TIER_GROUP_BUCKETS - 1) * TIER_BUCKET_ENTRIES < 256,
+				 "the away count fits in its byte");
+
+/* Where a page's entry is: a bucket and an entry of it. */
+typedef struct IndexPlace
+{
+	uint32		bucket;
+	int			entry;
+} IndexPlace;
+
 static bool publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
-						 uint32 file_incarnation);
-static bool slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket);
+						 uint32 file_incarnation, bool *full);
 static bool slot_unhash_detached(uint32 slot);
 
+/* ---------------------------------------------------------------------
+ * Buckets and entries
+ * ---------------------------------------------------------------------
+ */
+
 /*
- * A bucket holds its first slot's index plus one, so that zero, what a new
- * shared memory segment holds, is an empty chain: PostgreSQL creates the
- * segment anew at every start and after every crash (anonymous mmap, SysV
- * and huge pages all come zeroed), so the postmaster does not have to
- * write the bucket array, 256 MB at a terabyte, before it can accept
- * connections.
+ * The first bucket of a bucket's group, and the bucket's position in it.
  */
 static inline uint32
-bucket_head(uint32 bucket)
+group_first(uint32 bucket)
 {
-	return Map->buckets[bucket] - 1;
+	return bucket - bucket % TIER_GROUP_BUCKETS;
 }
 
-static inline void
-set_bucket_head(uint32 bucket, uint32 slot)
+static inline uint32
+group_position(uint32 bucket)
 {
-	Map->buckets[bucket] = slot + 1;
+	return bucket % TIER_GROUP_BUCKETS;
+}
+
+/*
+ * The slot of an entry, or TIER_INVALID_INDEX for an empty one.  An entry
+ * holds its slot's index plus one, so that zero, what a new shared memory
+ * segment holds, is empty: PostgreSQL creates the segment anew at every
+ * start and after every crash (anonymous mmap, SysV and huge pages all
+ * come zeroed), so the postmaster does not have to write the buckets, 880
+ * MB at a terabyte, before it can accept connections.
+ */
+static inline uint32
+entry_slot(const TierBucket *b, int i)
+{
+	return b->slots[i] - 1;
+}
+
+static inline uint32
+entry_home(const TierBucket *b, int i)
+{
+	return (b->meta >> (HOME_BITS * i)) & HOME_MASK;
+}
+
+static inline uint32
+bucket_away(const TierBucket *b)
+{
+	return b->meta >> AWAY_SHIFT;
+}
+
+/* The first empty entry of a bucket, or -1 if it is full. */
+static inline int
+bucket_free_entry(const TierBucket *b)
+{
+	int			i;
+
+	for (i = 0; i < TIER_BUCKET_ENTRIES; i++)
+		if (b->slots[i] == 0)
+			return i;
+	return -1;
+}
+
+/* Fill entry i of bucket b (empty) with a slot, its tag and its home. */
+static inline void
+entry_set(TierBucket *b, int i, uint32 slot, uint8 tag, uint32 home_position)
+{
+	b->tags[i] = tag;
+	b->meta = (b->meta & ~(HOME_MASK << (HOME_BITS * i))) |
+		(home_position << (HOME_BITS * i));
+	b->slots[i] = slot + 1;
 }
 
 /* Does the slot (which must be HASHED or pinned) hold this page? */
@@ -119,6 +223,263 @@ slot_is_dead(const TierSlot *s)
 	return !slot_is_current(s);
 }
 
+/*
+ * The entry of bucket b whose home is at home_position in the group, whose
+ * tag is tag and whose slot holds the page, or -1.  The tags are compared
+ * eight at a time (a zero byte of tags XOR tag, found with the usual
+ * carry trick, which may also flag a byte above a true one: every
+ * candidate is checked anyway).  Byte k of the word must be entry
+ * base + k's tag, counted from the low end, whatever the byte order: on a
+ * big-endian machine the entries tried would otherwise not be those whose
+ * tags match, and an invalidation could miss the page it removes.  Emptied entries keep their old tags, so
+ * a candidate must also hold a slot.
+ */
+static inline int
+bucket_find_page(const TierBucket *b, uint32 home_position, uint8 tag,
+				 const BpextRelFile *rfile, ForkNumber fork,
+				 BlockNumber block)
+{
+	const uint64 ones = UINT64CONST(0x0101010101010101);
+	const uint64 highs = UINT64CONST(0x8080808080808080);
+	int			base;
+
+	StaticAssertStmt(TIER_BUCKET_ENTRIES == 12,
+					 "the tags are read as eight bytes and four");
+	for (base = 0; base < TIER_BUCKET_ENTRIES; base += 8)
+	{
+		uint64		tags = 0;
+		uint64		x;
+		uint64		candidates;
+
+		memcpy(&tags, b->tags + base, base == 0 ? 8 : 4);
+#ifdef WORDS_BIGENDIAN
+		/* Entry base + i's tag in byte i counted from the low end. */
+		tags = pg_bswap64(tags);
+#endif
+		x = tags ^ (ones * tag);
+		candidates = (x - ones) & ~x & highs;
+		if (base != 0)
+			candidates &= UINT64CONST(0x80808080);
+		while (candidates != 0)
+		{
+			int			i = base + pg_rightmost_one_pos64(candidates) / 8;
+
+			candidates &= candidates - 1;
+			if (b->slots[i] == 0 || entry_home(b, i) != home_position)
+				continue;
+			if (slot_matches(&Map->slots[entry_slot(b, i)], rfile, fork, block))
+				return i;
+		}
+	}
+	return -1;
+}
+
+/*
+ * Find the page's entry (caller holds the partition lock of the page's
+ * home bucket, in either mode).  Returns false if the index has none.
+ */
+static bool
+index_find_page(const BpextRelFile *rfile, ForkNumber fork,
+				BlockNumber block, uint32 hash, IndexPlace *place)
+{
+	uint32		home = bucket_of(hash);
+	uint32		position = group_position(home);
+	uint32		first = group_first(home);
+	uint8		tag = tag_of(hash);
+	uint32		d;
+	int			i;
+
+	i = bucket_find_page(&Map->buckets[home], position, tag, rfile, fork,
+						 block);
+	if (i >= 0)
+	{
+		place->bucket = home;
+		place->entry = i;
+		return true;
+	}
+	if (bucket_away(&Map->buckets[home]) == 0)
+		return false;
+	/* The rest of the group, all at once. */
+	for (d = 1; d < TIER_GROUP_BUCKETS; d++)
+		bucket_prefetch_read(first + (position + d) % TIER_GROUP_BUCKETS);
+	for (d = 1; d < TIER_GROUP_BUCKETS; d++)
+	{
+		uint32		x = first + (position + d) % TIER_GROUP_BUCKETS;
+
+		i = bucket_find_page(&Map->buckets[x], position, tag, rfile, fork,
+							 block);
+		if (i >= 0)
+		{
+			place->bucket = x;
+			place->entry = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Enter a slot for the page of hash hash (caller holds the partition lock
+ * exclusive): in its home bucket if that has room, else in another bucket
+ * of the group, counted away from the home.  Returns false, entering
+ * nothing, if the whole group is full.
+ */
+static bool
+index_enter(uint32 hash, uint32 slot)
+{
+	uint32		home = bucket_of(hash);
+	uint32		position = group_position(home);
+	uint32		first = group_first(home);
+	uint8		tag = tag_of(hash);
+	uint32		d;
+	int			i;
+
+	i = bucket_free_entry(&Map->buckets[home]);
+	if (i >= 0)
+	{
+		entry_set(&Map->buckets[home], i, slot, tag, position);
+		return true;
+	}
+	for (d = 1; d < TIER_GROUP_BUCKETS; d++)
+	{
+		uint32		x = first + (position + d) % TIER_GROUP_BUCKETS;
+
+		i = bucket_free_entry(&Map->buckets[x]);
+		if (i >= 0)
+		{
+			entry_set(&Map->buckets[x], i, slot, tag, position);
+			Map->buckets[home].meta += AWAY_ONE;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Can the group of the page of hash hash take one more entry? */
+static bool
+index_has_room(uint32 hash)
+{
+	uint32		first = group_first(bucket_of(hash));
+	uint32		d;
+
+	for (d = 0; d < TIER_GROUP_BUCKETS; d++)
+		if (bucket_free_entry(&Map->buckets[first + d]) >= 0)
+			return true;
+	return false;
+}
+
+/*
+ * Empty entry i of bucket x (caller holds the partition lock exclusive).
+ * If the entry was away from its home, the home counts one fewer away.
+ * Then, while the bucket with the empty entry has entries of its own
+ * away, one of them comes back into it, which empties an entry of another
+ * bucket, and so on: so a bucket keeps entries away only while it is full.
+ * Each move brings an entry home, so this ends.
+ */
+static void
+index_remove_entry(uint32 x, int i)
+{
+	uint32		first = group_first(x);
+	uint32		home = entry_home(&Map->buckets[x], i);
+
+	Map->buckets[x].slots[i] = 0;
+	if (home != group_position(x))
+	{
+		Assert(bucket_away(&Map->buckets[first + home]) > 0);
+		Map->buckets[first + home].meta -= AWAY_ONE;
+	}
+	while (bucket_away(&Map->buckets[x]) > 0)
+	{
+		TierBucket *b = &Map->buckets[x];
+		uint32		position = group_position(x);
+		uint32		from = x;
+		int			j = -1;
+		uint32		d;
+
+		for (d = 1; d < TIER_GROUP_BUCKETS && j < 0; d++)
+		{
+			TierBucket *y;
+
+			from = first + (position + d) % TIER_GROUP_BUCKETS;
+			y = &Map->buckets[from];
+			for (j = 0; j < TIER_BUCKET_ENTRIES; j++)
+				if (y->slots[j] != 0 && entry_home(y, j) == position)
+					break;
+			if (j == TIER_BUCKET_ENTRIES)
+				j = -1;
+		}
+		if (j < 0)
+		{
+			Assert(false);		/* the away count was wrong */
+			return;
+		}
+		entry_set(b, i, entry_slot(&Map->buckets[from], j),
+				  Map->buckets[from].tags[j], position);
+		Map->buckets[from].slots[j] = 0;
+		b->meta -= AWAY_ONE;
+		x = from;
+		i = j;
+	}
+}
+
+/*
+ * Find a slot's entry in the group of bucket (caller holds its partition
+ * lock): the bucket first, where it usually is.
+ */
+static bool
+index_find_slot(uint32 bucket, uint32 slot, IndexPlace *place)
+{
+	uint32		first = group_first(bucket);
+	uint32		position = group_position(bucket);
+	uint32		d;
+
+	for (d = 0; d < TIER_GROUP_BUCKETS; d++)
+	{
+		uint32		x = first + (position + d) % TIER_GROUP_BUCKETS;
+		const TierBucket *b = &Map->buckets[x];
+		int			i;
+
+		for (i = 0; i < TIER_BUCKET_ENTRIES; i++)
+		{
+			if (b->slots[i] == slot + 1)
+			{
+				place->bucket = x;
+				place->entry = i;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/*
+ * Unlink the slot at place from the index (caller holds its partition lock
+ * exclusive).  If nobody has it pinned, the caller becomes its owner in
+ * FILLING state and true is returned; otherwise it is left unhashed for
+ * the last pin holder to free and false is returned.
+ */
+static bool
+slot_unhash_locked(const IndexPlace *place)
+{
+	uint32		slot = entry_slot(&Map->buckets[place->bucket], place->entry);
+
+	index_remove_entry(place->bucket, place->entry);
+	return slot_unhash_detached(slot);
+}
+
+/* Ask for the home bucket of each block of a run before looking any up. */
+void
+tier_map_prefetch_run(const BpextRelFile *rfile, ForkNumber fork,
+					  BlockNumber first, BlockNumber nblocks)
+{
+	BlockNumber i;
+
+	if (pg_atomic_read_u32(&Map->used_slots.value) == 0)
+		return;
+	for (i = 0; i < nblocks; i++)
+		bucket_prefetch_read(bucket_of(page_hash(rfile, fork, first + i)));
+}
+
 /* ---------------------------------------------------------------------
  * Serving reads
  * ---------------------------------------------------------------------
@@ -128,57 +489,63 @@ slot_is_dead(const TierSlot *s)
  * Find a current copy of the page and pin its slot, so that it cannot be
  * reused while the caller reads it from the tier file.  Returns the slot
  * and its stored CRC, or TIER_INVALID_INDEX.  *chain_cuts is what
- * tier_map_pin_still_valid needs to know whether the slot's chain was cut
+ * tier_map_pin_still_valid needs to know whether the slot's entry was cut
  * off meanwhile.  Counts towards the slot's CLOCK usage.
  */
 uint32
 tier_map_lookup_pin(const BpextRelFile *rfile, ForkNumber fork,
 					BlockNumber block, pg_crc32c *crc, uint32 *chain_cuts)
 {
-	uint32		bucket = bucket_of(page_hash(rfile, fork, block));
-	LWLock	   *lock = partition_lock(bucket);
+	uint32		hash;
+	LWLock	   *lock;
+	IndexPlace	place;
+	TierSlot   *s;
 	uint32		slot;
+	uint32		old_state;
 
 	if (pg_atomic_read_u32(&Map->used_slots.value) == 0)
 		return TIER_INVALID_INDEX;
 
+	hash = page_hash(rfile, fork, block);
+	/* The bucket's line is on its way while the lock is taken. */
+	bucket_prefetch_read(bucket_of(hash));
+	lock = partition_lock(bucket_of(hash));
 	LWLockAcquire(lock, LW_SHARED);
-	for (slot = bucket_head(bucket); slot != TIER_INVALID_INDEX;
-		 slot = Map->slots[slot].next)
+	if (!index_find_page(rfile, fork, block, hash, &place))
 	{
-		TierSlot   *s = &Map->slots[slot];
-		uint32		old_state;
-
-		if (!slot_matches(s, rfile, fork, block))
-			continue;
-		if (!slot_is_current(s))
-			break;
-
-		old_state = pg_atomic_read_u32(&s->state);
-		for (;;)
-		{
-			uint32		new_state = old_state + SLOT_REFCOUNT_ONE;
-
-			if (SLOT_USAGE(old_state) < SLOT_USAGE_MAX)
-				new_state += SLOT_USAGE_ONE;
-			if (pg_atomic_compare_exchange_u32(&s->state, &old_state,
-											   new_state))
-				break;
-		}
-		*crc = s->crc;
-		*chain_cuts = pg_atomic_read_u32(&Map->chain_cuts.value);
-		s->last_access = map_clock();
 		LWLockRelease(lock);
-		return slot;
+		return TIER_INVALID_INDEX;
 	}
+	slot = entry_slot(&Map->buckets[place.bucket], place.entry);
+	s = &Map->slots[slot];
+	if (!slot_is_current(s))
+	{
+		LWLockRelease(lock);
+		return TIER_INVALID_INDEX;
+	}
+
+	old_state = pg_atomic_read_u32(&s->state);
+	for (;;)
+	{
+		uint32		new_state = old_state + SLOT_REFCOUNT_ONE;
+
+		if (SLOT_USAGE(old_state) < SLOT_USAGE_MAX)
+			new_state += SLOT_USAGE_ONE;
+		if (pg_atomic_compare_exchange_u32(&s->state, &old_state,
+										   new_state))
+			break;
+	}
+	*crc = s->crc;
+	*chain_cuts = pg_atomic_read_u32(&Map->chain_cuts.value);
+	s->last_access = map_clock();
 	LWLockRelease(lock);
-	return TIER_INVALID_INDEX;
+	return slot;
 }
 
 /*
  * After the caller has read a pinned slot: is it still the current copy?
  * A slot can be unhashed while pinned (invalidation, disable, shrink); the
- * pin only keeps it from being reused.  A slot on a chain that was cut off
+ * pin only keeps it from being reused.  A slot whose entry was cut off
  * its bucket stays HASHED until the walk that cut it reaches it, and
  * meanwhile neither an invalidation nor a shrink can find it to unhash
  * it: so a read that a cut may have overlapped (chain_cuts moved since the
@@ -203,26 +570,21 @@ bool
 tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 				  BlockNumber block)
 {
-	uint32		bucket = bucket_of(page_hash(rfile, fork, block));
-	LWLock	   *lock = partition_lock(bucket);
-	uint32		slot;
+	uint32		hash;
+	LWLock	   *lock;
+	IndexPlace	place;
 	bool		found = false;
 
 	if (pg_atomic_read_u32(&Map->used_slots.value) == 0)
 		return false;
 
+	hash = page_hash(rfile, fork, block);
+	bucket_prefetch_read(bucket_of(hash));
+	lock = partition_lock(bucket_of(hash));
 	LWLockAcquire(lock, LW_SHARED);
-	for (slot = bucket_head(bucket); slot != TIER_INVALID_INDEX;
-		 slot = Map->slots[slot].next)
-	{
-		TierSlot   *s = &Map->slots[slot];
-
-		if (slot_matches(s, rfile, fork, block))
-		{
-			found = slot_is_current(s);
-			break;
-		}
-	}
+	if (index_find_page(rfile, fork, block, hash, &place))
+		found = slot_is_current(&Map->slots[entry_slot(&Map->buckets[place.bucket],
+													   place.entry)]);
 	LWLockRelease(lock);
 	return found;
 }
@@ -233,55 +595,27 @@ tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
  */
 
 /*
- * Unlink a slot from its chain (caller holds the chain's partition lock
- * exclusive; prev is the slot before it or TIER_INVALID_INDEX).  If nobody
- * has it pinned, the caller becomes its owner in FILLING state and true is
- * returned; otherwise it is left unhashed for the last pin holder to free
- * and false is returned.
- */
-static bool
-slot_unhash_locked(uint32 slot, uint32 prev, uint32 bucket)
-{
-	TierSlot   *s = &Map->slots[slot];
-
-	if (prev == TIER_INVALID_INDEX)
-		set_bucket_head(bucket, s->next);
-	else
-		Map->slots[prev].next = s->next;
-	return slot_unhash_detached(slot);
-}
-
-/*
- * Unhash the slot if it is in the bucket's chain (caller holds the chain's
- * partition lock exclusive).  The bucket was computed from the slot's
- * fields read without the lock, so it is only a guess until the slot is
- * found there.  Returns whether it was; *owned is then what
- * slot_unhash_locked returned.
+ * Unhash the slot if the index has it in the group of bucket (caller
+ * holds the group's partition lock exclusive).  The bucket was computed
+ * from the slot's fields read without the lock, so it is only a guess
+ * until the slot is found there.  Returns whether it was; *owned is then
+ * what slot_unhash_locked returned.
  */
 bool
 tier_index_unhash_slot(uint32 bucket, uint32 slot, bool *owned)
 {
-	uint32		prev = TIER_INVALID_INDEX;
-	uint32		cur;
+	IndexPlace	place;
 
-	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-		 cur = Map->slots[cur].next)
-	{
-		if (cur == slot)
-		{
-			*owned = slot_unhash_locked(slot, prev, bucket);
-			return true;
-		}
-		prev = cur;
-	}
-	return false;
+	if (!index_find_slot(bucket, slot, &place))
+		return false;
+	*owned = slot_unhash_locked(&place);
+	return true;
 }
 
 /*
- * The rest of slot_unhash_locked, for a slot no chain leads to any more:
- * unlinked under the partition lock, or on a chain cut off its bucket
- * under it (unhash_piece_all).  Nobody can pin such a slot, so this needs
- * no lock.
+ * The rest of slot_unhash_locked, for a slot no entry leads to any more:
+ * removed under the partition lock, or cut off its bucket under it
+ * (unhash_piece_all).  Nobody can pin such a slot, so this needs no lock.
  */
 static bool
 slot_unhash_detached(uint32 slot)
@@ -289,7 +623,6 @@ slot_unhash_detached(uint32 slot)
 	TierSlot   *s = &Map->slots[slot];
 	uint32		state;
 
-	s->next = TIER_INVALID_INDEX;
 	pg_atomic_fetch_sub_u32(&Map->used_slots.value, 1);
 
 	state = pg_atomic_read_u32(&s->state);
@@ -310,35 +643,63 @@ slot_unhash_detached(uint32 slot)
 }
 
 /*
+ * Remove from the index any copy of the page of relation entry rel and
+ * block block (dead or not) that a new copy replaces (caller holds the
+ * partition lock exclusive).  Relation entries are unique while
+ * referenced, so comparing the entry index is comparing the identity.
+ */
+static void
+remove_older_copy(uint32 hash, uint32 rel, BlockNumber block)
+{
+	TierRel    *r = &Map->rels[rel];
+	IndexPlace	place;
+
+	if (index_find_page(&r->rfile, r->fork, block, hash, &place) &&
+		Map->slots[entry_slot(&Map->buckets[place.bucket],
+							  place.entry)].rel == rel)
+	{
+		uint32		old = entry_slot(&Map->buckets[place.bucket], place.entry);
+
+		if (slot_unhash_locked(&place))
+			tier_map_free_slot(old);
+	}
+}
+
+/*
  * Make a filled slot servable, unless the page changed since the ticket
  * was taken, or the slot was written to a file the tier has since left
  * (file_incarnation is the one tier_file_write_pages reported): a write
  * through an old descriptor that outlasted a disable and an enable must
- * not be published into the new file's map.  Consumes the ticket and the
- * slot either way; returns whether the copy was published.
+ * not be published into the new file's map.  Nor is it published if the
+ * page's group of buckets is full (rare, see the file header).  Consumes
+ * the ticket and the slot either way; returns whether the copy was
+ * published.
  */
 bool
 tier_map_publish(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 				 uint32 file_incarnation)
 {
-	bool		published = publish_slot(ticket, slot, crc, file_incarnation);
+	bool		full = false;
+	bool		published = publish_slot(ticket, slot, crc, file_incarnation,
+										 &full);
 
-	if (!published)
+	if (full)
+		BPEXT_COUNT(admission_skips, 1);
+	else if (!published)
 		BPEXT_COUNT(publish_races, 1);
 	return published;
 }
 
 static bool
 publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
-			 uint32 file_incarnation)
+			 uint32 file_incarnation, bool *full)
 {
 	TierSlot   *s = &Map->slots[slot];
 	uint32		bucket = bucket_of(ticket->hash);
 	LWLock	   *lock = partition_lock(bucket);
 	TierRel    *r = &Map->rels[ticket->rel];
 	bool		enabled;
-	uint32		prev;
-	uint32		cur;
+	bool		entered PG_USED_FOR_ASSERTS_ONLY;
 
 	Assert(pg_atomic_read_u32(&s->state) == SLOT_FILLING);
 	Assert(s->rel == TIER_INVALID_INDEX);
@@ -359,13 +720,21 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 	 */
 	enabled = pg_atomic_read_u32(&BpextCtl->state) == BPEXT_STATE_ENABLED;
 	pg_read_barrier();
-	if (!enabled ||
-		pg_atomic_read_u32(&BpextCtl->file_incarnation) != file_incarnation ||
-		pg_atomic_read_u32(&BpextCtl->map_epoch) != ticket->map_epoch ||
-		slot >= pg_atomic_read_u32(&BpextCtl->active_slots) ||
-		pg_atomic_read_u32(&r->generation) != ticket->rel_generation ||
-		pg_atomic_read_u32(write_generation(ticket->hash)) !=
+	if (enabled &&
+		pg_atomic_read_u32(&BpextCtl->file_incarnation) == file_incarnation &&
+		pg_atomic_read_u32(&BpextCtl->map_epoch) == ticket->map_epoch &&
+		slot < pg_atomic_read_u32(&BpextCtl->active_slots) &&
+		pg_atomic_read_u32(&r->generation) == ticket->rel_generation &&
+		pg_atomic_read_u32(write_generation(ticket->hash)) ==
 		ticket->write_generation)
+	{
+		/* An older copy of the same page (dead or not) gives way. */
+		remove_older_copy(ticket->hash, ticket->rel, ticket->block);
+		*full = !index_has_room(ticket->hash);
+	}
+	else
+		enabled = false;
+	if (!enabled || *full)
 	{
 		pg_atomic_fetch_sub_u32(&Map->used_slots.value, 1);
 		LWLockRelease(lock);
@@ -374,31 +743,15 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
 		return false;
 	}
 
-	/* An older copy of the same page (dead or not) gives way. */
-	prev = TIER_INVALID_INDEX;
-	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-		 cur = Map->slots[cur].next)
-	{
-		TierSlot   *c = &Map->slots[cur];
-
-		if (c->rel == ticket->rel && c->block == ticket->block)
-		{
-			if (slot_unhash_locked(cur, prev, bucket))
-				tier_map_free_slot(cur);
-			break;
-		}
-		prev = cur;
-	}
-
 	/* The ticket's relation reference passes to the slot. */
 	s->rel = ticket->rel;
 	s->block = ticket->block;
 	s->generation = ticket->rel_generation;
 	s->crc = crc;
 	s->last_access = map_clock();
-	s->next = bucket_head(bucket);
 	pg_write_barrier();
-	set_bucket_head(bucket, slot);
+	entered = index_enter(ticket->hash, slot);
+	Assert(entered);			/* index_has_room said there was room */
 	pg_atomic_write_u32(&s->state, SLOT_HASHED | SLOT_USAGE_ONE);
 	slot_directory_note_change(slot);
 	LWLockRelease(lock);
@@ -421,8 +774,10 @@ publish_slot(TierAdmitTicket *ticket, uint32 slot, pg_crc32c crc,
  * only change while every partition lock is taken in turn, see
  * wait_for_publishers), the buckets are prefetched ahead of use, and the
  * slot directory is not told: a chunk published whole is what is on disk.
- * scratch must hold 2 * n entries.  Only the worker, while warm_loading is
- * set, calls this.
+ * A page whose group of buckets is full is not published (the same index
+ * size holds every page it held before the restart; a smaller
+ * bpext.max_size may not).  scratch must hold 2 * n entries.  Only the
+ * worker, while warm_loading is set, calls this.
  */
 uint32
 tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
@@ -456,14 +811,14 @@ tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
 			continue;
 		hashes[i] = page_hash(&r->rfile, r->fork, e->block);
 		bucket_prefetch(bucket_of(hashes[i]));
-		starts[bucket_of(hashes[i]) % BPEXT_MAP_PARTITIONS + 1]++;
+		starts[partition_of(bucket_of(hashes[i])) + 1]++;
 	}
 	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
 		starts[part + 1] += starts[part];
 	for (i = 0; i < n; i++)
 	{
 		if (hashes[i] != TIER_INVALID_INDEX)
-			order[starts[bucket_of(hashes[i]) % BPEXT_MAP_PARTITIONS]++] = i;
+			order[starts[partition_of(bucket_of(hashes[i]))]++] = i;
 	}
 	/* starts[p] is now where partition p + 1 begins. */
 
@@ -494,10 +849,8 @@ tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
 			uint32		slot = first_slot + at;
 			TierSlot   *s = &Map->slots[slot];
 			TierRel    *r = &Map->rels[e->rel];
-			uint32		bucket = bucket_of(hashes[at]);
 			uint32		free_state = 0;
-			uint32		prev = TIER_INVALID_INDEX;
-			uint32		cur;
+			bool		entered PG_USED_FOR_ASSERTS_ONLY;
 
 			if (k + 8 < end)
 				bucket_prefetch(bucket_of(hashes[order[k + 8]]));
@@ -508,18 +861,12 @@ tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
 				continue;
 
 			/* An older copy of the same page (dead or not) gives way. */
-			for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-				 cur = Map->slots[cur].next)
+			remove_older_copy(hashes[at], e->rel, e->block);
+			if (!index_has_room(hashes[at]))
 			{
-				TierSlot   *c = &Map->slots[cur];
-
-				if (c->rel == e->rel && c->block == e->block)
-				{
-					if (slot_unhash_locked(cur, prev, bucket))
-						tier_map_free_slot(cur);
-					break;
-				}
-				prev = cur;
+				/* Back to free and unlisted, as it was. */
+				pg_atomic_write_u32(&s->state, 0);
+				continue;
 			}
 
 			/* The slot's reference to its relation entry. */
@@ -529,9 +876,9 @@ tier_map_warm_publish_run(const SlotDirEntry *entries, uint32 first_slot,
 			s->generation = e->generation;
 			s->crc = e->crc;
 			s->last_access = now;
-			s->next = bucket_head(bucket);
 			pg_write_barrier();
-			set_bucket_head(bucket, slot);
+			entered = index_enter(hashes[at], slot);
+			Assert(entered);	/* index_has_room said there was room */
 			pg_atomic_write_u32(&s->state, SLOT_HASHED | SLOT_USAGE_ONE);
 			published[at] = true;
 			done++;
@@ -557,42 +904,26 @@ static void
 remove_page(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 			uint32 hash)
 {
-	uint32		bucket = bucket_of(hash);
-	LWLock	   *lock = partition_lock(bucket);
-	uint32		prev = TIER_INVALID_INDEX;
-	uint32		cur;
-	bool		present = false;
+	LWLock	   *lock = partition_lock(bucket_of(hash));
+	IndexPlace	place;
+	bool		present;
 
 	/* Most writes find nothing to remove: look under the shared lock. */
 	LWLockAcquire(lock, LW_SHARED);
-	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-		 cur = Map->slots[cur].next)
-	{
-		if (slot_matches(&Map->slots[cur], rfile, fork, block))
-		{
-			present = true;
-			break;
-		}
-	}
+	present = index_find_page(rfile, fork, block, hash, &place);
 	LWLockRelease(lock);
 	if (!present)
 		return;
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-		 cur = Map->slots[cur].next)
+	if (index_find_page(rfile, fork, block, hash, &place))
 	{
-		TierSlot   *c = &Map->slots[cur];
+		uint32		slot = entry_slot(&Map->buckets[place.bucket], place.entry);
 
-		if (slot_matches(c, rfile, fork, block))
-		{
-			if (slot_is_current(c))
-				BPEXT_COUNT(invalidations, 1);
-			if (slot_unhash_locked(cur, prev, bucket))
-				tier_map_free_slot(cur);
-			break;
-		}
-		prev = cur;
+		if (slot_is_current(&Map->slots[slot]))
+			BPEXT_COUNT(invalidations, 1);
+		if (slot_unhash_locked(&place))
+			tier_map_free_slot(slot);
 	}
 	LWLockRelease(lock);
 }
@@ -631,9 +962,9 @@ tier_map_invalidate_block(const BpextRelFile *rfile, ForkNumber fork,
 
 /*
  * The map is walked in pieces so that a scan can be split over the worker
- * pool (scan_pool.c): piece p covers a share of the buckets of partition
+ * pool (scan_pool.c): piece p covers a share of the groups of partition
  * p % BPEXT_MAP_PARTITIONS (at least a sixteenth, at most
- * BPEXT_MAP_PIECE_BUCKETS buckets), so each piece takes one partition lock,
+ * BPEXT_MAP_PIECE_GROUPS groups), so each piece takes one partition lock,
  * briefly, and the pieces of a partition are about equally long.
  *
  * Consecutive pieces belong to different partitions.  A scan's tasks are
@@ -651,22 +982,18 @@ tier_map_pieces(void)
 	return BPEXT_MAP_PARTITIONS * Map->pieces_per_partition;
 }
 
-/* The partition of a piece and the bucket range it covers, as bucket
- * numbers first, first + BPEXT_MAP_PARTITIONS, ... below end. */
+/*
+ * The partition of a piece and the groups it covers, as group numbers
+ * first, first + BPEXT_MAP_PARTITIONS, ... below end.
+ */
 static int
-piece_buckets(uint32 piece, uint32 *first, uint32 *end)
+piece_groups(uint32 piece, uint32 *first, uint32 *end)
 {
 	int			part = piece % BPEXT_MAP_PARTITIONS;
 	uint32		sub = piece / BPEXT_MAP_PARTITIONS;
-	uint32		per_part = Map->nbuckets / BPEXT_MAP_PARTITIONS;
+	uint32		per_part = Map->ngroups / BPEXT_MAP_PARTITIONS;
 
-	/* nbuckets is a power of two of at least 16; partitions 128. */
-	if (per_part == 0)
-	{
-		*first = part;
-		*end = (sub == 0 && (uint32) part < Map->nbuckets) ? part + 1 : part;
-		return part;
-	}
+	/* ngroups is a multiple of BPEXT_MAP_PARTITIONS (tier_map.c). */
 	*first = part + (uint32) ((uint64) sub * per_part / Map->pieces_per_partition) *
 		BPEXT_MAP_PARTITIONS;
 	*end = part + (uint32) ((uint64) (sub + 1) * per_part / Map->pieces_per_partition) *
@@ -684,30 +1011,43 @@ unhash_piece_dead(uint32 piece)
 	uint32		removed = 0;
 	uint32		first;
 	uint32		end;
-	uint32		bucket;
+	uint32		group;
 	LWLock	   *lock;
 
-	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
+	lock = &Map->partition_locks[piece_groups(piece, &first, &end)].lock;
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
+	for (group = first; group < end; group += BPEXT_MAP_PARTITIONS)
 	{
-		uint32		prev = TIER_INVALID_INDEX;
-		uint32		cur = bucket_head(bucket);
+		bool		again;
 
-		while (cur != TIER_INVALID_INDEX)
+		/*
+		 * Removing an entry may move others back home, into buckets of
+		 * the group already looked at: look at the group again until a
+		 * pass removes nothing.
+		 */
+		do
 		{
-			uint32		next = Map->slots[cur].next;
+			int			k;
 
-			if (!slot_is_dead(&Map->slots[cur]))
-				prev = cur;
-			else
+			again = false;
+			for (k = 0; k < TIER_GROUP_BUCKETS * TIER_BUCKET_ENTRIES; k++)
 			{
-				if (slot_unhash_locked(cur, prev, bucket))
-					tier_map_free_slot(cur);
+				IndexPlace	place;
+				uint32		slot;
+
+				place.bucket = group * TIER_GROUP_BUCKETS + k / TIER_BUCKET_ENTRIES;
+				place.entry = k % TIER_BUCKET_ENTRIES;
+				if (Map->buckets[place.bucket].slots[place.entry] == 0)
+					continue;
+				slot = entry_slot(&Map->buckets[place.bucket], place.entry);
+				if (!slot_is_dead(&Map->slots[slot]))
+					continue;
+				if (slot_unhash_locked(&place))
+					tier_map_free_slot(slot);
 				removed++;
+				again = true;
 			}
-			cur = next;
-		}
+		} while (again);
 	}
 	LWLockRelease(lock);
 	return removed;
@@ -715,39 +1055,46 @@ unhash_piece_dead(uint32 piece)
 
 /*
  * Unlink every slot of one piece.  Under the partition's exclusive lock
- * the piece's chains are only cut off their buckets; their slots are
- * unhashed and freed after it is released (slot_unhash_detached).  The
- * lock is held for a write per bucket rather than for a few cache misses
- * and atomic operations per slot: on a machine with fewer cores than busy
- * processes, a walk holding it is preempted now and then, and every lookup
- * of the partition waits meanwhile.  Returns how many.
+ * the piece's entries are only cut off their buckets (the slots noted,
+ * the buckets zeroed); their slots are unhashed and freed after it is
+ * released (slot_unhash_detached).  The lock is held for a pass over the
+ * piece's buckets rather than for a few cache misses and atomic
+ * operations per slot: on a machine with fewer cores than busy processes,
+ * a walk holding it is preempted now and then, and every lookup of the
+ * partition waits meanwhile.  Returns how many.
  */
 static uint32
 unhash_piece_all(uint32 piece)
 {
-	uint32		heads[BPEXT_MAP_PIECE_BUCKETS];
-	uint32		nheads = 0;
-	uint32		removed = 0;
+	uint32		cut[BPEXT_MAP_PIECE_GROUPS * TIER_GROUP_BUCKETS *
+					TIER_BUCKET_ENTRIES];
+	uint32		ncut = 0;
 	uint32		first;
 	uint32		end;
-	uint32		bucket;
+	uint32		group;
 	uint32		i;
 	LWLock	   *lock;
 	Oid			hold_rel;
 
-	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
+	lock = &Map->partition_locks[piece_groups(piece, &first, &end)].lock;
 	LWLockAcquire(lock, LW_EXCLUSIVE);
-	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
+	for (group = first; group < end; group += BPEXT_MAP_PARTITIONS)
 	{
-		uint32		head = bucket_head(bucket);
+		TierBucket *b = &Map->buckets[group * TIER_GROUP_BUCKETS];
+		int			k;
 
-		if (head == TIER_INVALID_INDEX)
-			continue;
-		Assert(nheads < lengthof(heads));
-		heads[nheads++] = head;
-		set_bucket_head(bucket, TIER_INVALID_INDEX);
+		for (k = 0; k < TIER_GROUP_BUCKETS * TIER_BUCKET_ENTRIES; k++)
+		{
+			uint32		slot1 = b[k / TIER_BUCKET_ENTRIES].slots[k % TIER_BUCKET_ENTRIES];
+
+			if (slot1 == 0)
+				continue;
+			Assert(ncut < lengthof(cut));
+			cut[ncut++] = slot1 - 1;
+		}
+		memset(b, 0, sizeof(TierBucket) * TIER_GROUP_BUCKETS);
 	}
-	if (nheads == 0)
+	if (ncut == 0)
 	{
 		LWLockRelease(lock);
 		return 0;
@@ -758,29 +1105,21 @@ unhash_piece_all(uint32 piece)
 	LWLockRelease(lock);
 
 	hold_rel = BPEXT_TEST_HOLD_TARGET("cut");
-	for (i = 0; i < nheads; i++)
+	for (i = 0; i < ncut; i++)
 	{
-		uint32		cur = heads[i];
+		TierSlot   *s = &Map->slots[cut[i]];
 
-		while (cur != TIER_INVALID_INDEX)
-		{
-			TierSlot   *s = &Map->slots[cur];
-			uint32		next = s->next;
-
-			/* Tests only: hold the cut here, the slot still HASHED. */
-			if (OidIsValid(hold_rel) && s->rel != TIER_INVALID_INDEX &&
-				BPEXT_RELFILE_NUMBER(Map->rels[s->rel].rfile) == hold_rel &&
-				BPEXT_TEST_HOLD("cut", cur))
-				hold_rel = InvalidOid;
-			if (slot_unhash_detached(cur))
-				tier_map_free_slot(cur);
-			removed++;
-			cur = next;
-		}
+		/* Tests only: hold the cut here, the slot still HASHED. */
+		if (OidIsValid(hold_rel) && s->rel != TIER_INVALID_INDEX &&
+			BPEXT_RELFILE_NUMBER(Map->rels[s->rel].rfile) == hold_rel &&
+			BPEXT_TEST_HOLD("cut", cut[i]))
+			hold_rel = InvalidOid;
+		if (slot_unhash_detached(cut[i]))
+			tier_map_free_slot(cut[i]);
 	}
 	/* After the slots' words: a full barrier. */
 	pg_atomic_fetch_sub_u32(&Map->cuts_in_flight.value, 1);
-	return removed;
+	return ncut;
 }
 
 /* Unlink one piece's slots: all of them, or only the dead ones. */
@@ -803,26 +1142,32 @@ tier_map_foreach_piece(uint32 piece,
 	uint32		now = map_clock();
 	uint32		first;
 	uint32		end;
-	uint32		bucket;
+	uint32		group;
 	LWLock	   *lock;
 
-	lock = &Map->partition_locks[piece_buckets(piece, &first, &end)].lock;
+	lock = &Map->partition_locks[piece_groups(piece, &first, &end)].lock;
 	LWLockAcquire(lock, LW_SHARED);
-	for (bucket = first; bucket < end; bucket += BPEXT_MAP_PARTITIONS)
+	for (group = first; group < end; group += BPEXT_MAP_PARTITIONS)
 	{
-		uint32		cur;
+		const TierBucket *b = &Map->buckets[group * TIER_GROUP_BUCKETS];
+		int			k;
 
-		for (cur = bucket_head(bucket); cur != TIER_INVALID_INDEX;
-			 cur = Map->slots[cur].next)
+		for (k = 0; k < TIER_GROUP_BUCKETS * TIER_BUCKET_ENTRIES; k++)
 		{
-			TierSlot   *s = &Map->slots[cur];
-			TierRel    *r = &Map->rels[s->rel];
-			uint32		state = pg_atomic_read_u32(&s->state);
+			uint32		slot1 = b[k / TIER_BUCKET_ENTRIES].slots[k % TIER_BUCKET_ENTRIES];
+			TierSlot   *s;
+			TierRel    *r;
+			uint32		state;
 			TierPageInfo info;
 
+			if (slot1 == 0)
+				continue;
+			s = &Map->slots[slot1 - 1];
 			if (!slot_is_current(s))
 				continue;
-			info.slot = cur;
+			r = &Map->rels[s->rel];
+			state = pg_atomic_read_u32(&s->state);
+			info.slot = slot1 - 1;
 			info.rel = s->rel;
 			info.rfile = r->rfile;
 			info.fork = r->fork;

@@ -25,11 +25,25 @@
 #define BPEXT_MAP_MIN_PIECES_PER_PARTITION	16
 
 /*
- * Buckets per piece of a whole-map walk at most (about 4096 slots at a
+ * The page index (tier_map_index.c): buckets of one cache line, each with
+ * up to TIER_BUCKET_ENTRIES slot numbers and a one-byte tag per entry,
+ * grouped by TIER_GROUP_BUCKETS consecutive buckets (256 bytes, never
+ * across a page boundary) whose entries may go to any bucket of the group.
+ * TIER_GROUP_SLOTS_FULL is how many slots a full map has per group: the
+ * groups are sized from bpext.max_size so that a full map fills them to
+ * about 81%, which keeps the index at 6.6 bytes per tier page.
+ */
+#define TIER_BUCKET_ENTRIES		12
+#define TIER_GROUP_BUCKETS		4
+#define TIER_GROUP_SLOTS_FULL	39
+#define TIER_GROUP_ALIGN		256		/* a group's bytes */
+
+/*
+ * Groups per piece of a whole-map walk at most (about 2500 slots at a
  * full map), so that a walk holds a partition lock for milliseconds even
  * at a terabyte, where a sixteenth of a partition is 65,000 slots.
  */
-#define BPEXT_MAP_PIECE_BUCKETS	2048
+#define BPEXT_MAP_PIECE_GROUPS	64
 #define BPEXT_WRITE_COUNTERS	65536	/* power of two */
 
 #define SLOT_REFCOUNT_ONE	1U
@@ -47,15 +61,28 @@
 typedef struct TierSlot
 {
 	uint32		rel;			/* TierRel index, or TIER_INVALID_INDEX */
-	BlockNumber block;
-	uint32		next;			/* next slot in the hash chain, or on the
-								 * free stack */
+	BlockNumber block;			/* the page's block; on the free stack, the
+								 * next slot there (tier_map_slots.c) */
 	uint32		generation;		/* TierRel generation at admission */
 	pg_crc32c	crc;			/* tier_page_crc() of the slot's content */
 	pg_atomic_uint32 state;
 	uint32		last_access;	/* seconds since map creation of the last
 								 * publish or hit, for the views */
 } TierSlot;
+
+/*
+ * A bucket of the page index, one cache line (see tier_map_index.c).  All
+ * zeroes is an empty bucket, so that new shared memory needs no setting up.
+ */
+typedef struct TierBucket
+{
+	uint32		slots[TIER_BUCKET_ENTRIES];	/* slot + 1, or 0: empty */
+	uint8		tags[TIER_BUCKET_ENTRIES];	/* of each entry's page */
+	uint32		meta;			/* bits 2i, 2i + 1: the position in the group
+								 * of entry i's home bucket; bits 24-31: how
+								 * many entries whose home this is are kept
+								 * in other buckets of the group */
+} TierBucket;
 
 typedef struct TierRel
 {
@@ -92,13 +119,14 @@ typedef struct TierMap
 {
 	/* Read-mostly: set at startup. */
 	uint32		max_slots;
-	uint32		nbuckets;		/* power of two */
+	uint32		nbuckets;		/* TIER_GROUP_BUCKETS per group */
+	uint32		ngroups;		/* a multiple of BPEXT_MAP_PARTITIONS */
 	uint32		nrels;
 	uint32		rel_nbuckets;	/* power of two */
 	uint32		pieces_per_partition;	/* power of two */
 	LWLock	   *rel_lock;
 	LWLockPadded *partition_locks;
-	uint32	   *buckets;
+	TierBucket *buckets;		/* cache-line aligned */
 	uint32	   *rel_buckets;
 	TierRel    *rels;
 	TierSlot   *slots;
@@ -156,13 +184,28 @@ page_hash(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block)
 	return hash_bytes((const unsigned char *) &key, sizeof(key));
 }
 
+/*
+ * The page's home bucket: the hash scaled to the bucket count (multiply
+ * and shift, so the count need not be a power of two).
+ */
 static inline uint32
 bucket_of(uint32 hash)
 {
-	return hash & (Map->nbuckets - 1);
+	return (uint32) (((uint64) hash * Map->nbuckets) >> 32);
 }
 
-/* Ask for a bucket's cache line before it is needed (the warm load). */
+/*
+ * The page's tag in its bucket: the bits of the hash that bucket_of's
+ * scaling drops, so that pages of one bucket differ in it as much as the
+ * 32-bit hash allows.
+ */
+static inline uint8
+tag_of(uint32 hash)
+{
+	return (uint8) ((uint32) ((uint64) hash * Map->nbuckets) >> 24);
+}
+
+/* Ask for a bucket's cache line before writing it (the warm load, a shrink). */
 static inline void
 bucket_prefetch(uint32 bucket)
 {
@@ -171,10 +214,29 @@ bucket_prefetch(uint32 bucket)
 #endif
 }
 
+/*
+ * The same before reading it (lookups): shared, so that the line is not
+ * taken away from the other processes' caches.
+ */
+static inline void
+bucket_prefetch_read(uint32 bucket)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(&Map->buckets[bucket], 0);
+#endif
+}
+
+/* The partition of a bucket: that of its group, so a group has one lock. */
+static inline uint32
+partition_of(uint32 bucket)
+{
+	return (bucket / TIER_GROUP_BUCKETS) % BPEXT_MAP_PARTITIONS;
+}
+
 static inline LWLock *
 partition_lock(uint32 bucket)
 {
-	return &Map->partition_locks[bucket % BPEXT_MAP_PARTITIONS].lock;
+	return &Map->partition_locks[partition_of(bucket)].lock;
 }
 
 static inline pg_atomic_uint32 *

@@ -6,7 +6,7 @@
  *	  stack is empty, and how many slots are active.
  *
  * Slot state word: a pin count (readers copying the slot out of the file),
- * a CLOCK usage count, and three flags: HASHED (the slot is in a hash chain
+ * a CLOCK usage count, and three flags: HASHED (the slot is in the page index
  * and may be served), FILLING (a process owns the slot and is writing it)
  * and LISTED (the slot is free and on the free stack).  A slot whose word
  * is zero is free but not listed: it was made and not listed yet (a warm
@@ -14,8 +14,9 @@
  * being dropped (see tier_map_unpin).
  *
  * Free slots.  A slot freed while the tier is in use goes on a stack of
- * free slots threaded through the slots' hash-chain links (a free slot is
- * in no chain, so TierSlot.next is unused), under one spinlock with the
+ * free slots threaded through the slots' block fields (a free slot holds
+ * no page: off the stack its block is InvalidBlockNumber, which is also
+ * TIER_INVALID_INDEX, the end of the stack), under one spinlock with the
  * stack's head and length; allocation pops from it before the CLOCK hand
  * moves, so that no live page is evicted while a slot is free.  Writes,
  * dual writes and invalidations free slots all over the tier, and the
@@ -99,14 +100,14 @@ free_stack_pop(void)
 	slot = Map->free.s.head;
 	if (slot != TIER_INVALID_INDEX)
 	{
-		Map->free.s.head = Map->slots[slot].next;
+		Map->free.s.head = Map->slots[slot].block;
 		Map->free.s.count--;
 		Assert(pg_atomic_read_u32(&Map->slots[slot].state) == SLOT_LISTED);
 		pg_atomic_write_u32(&Map->slots[slot].state, SLOT_FILLING);
 	}
 	SpinLockRelease(&Map->free.s.lock);
 	if (slot != TIER_INVALID_INDEX)
-		Map->slots[slot].next = TIER_INVALID_INDEX;
+		Map->slots[slot].block = InvalidBlockNumber;
 	return slot;
 }
 
@@ -122,7 +123,7 @@ free_stack_push(uint32 slot)
 	SpinLockAcquire(&Map->free.s.lock);
 	if (slot < pg_atomic_read_u32(&BpextCtl->active_slots))
 	{
-		s->next = Map->free.s.head;
+		s->block = Map->free.s.head;
 		pg_atomic_write_u32(&s->state, SLOT_LISTED);
 		Map->free.s.head = slot;
 		Map->free.s.count++;
@@ -130,7 +131,7 @@ free_stack_push(uint32 slot)
 		return;
 	}
 	SpinLockRelease(&Map->free.s.lock);
-	s->next = TIER_INVALID_INDEX;
+	s->block = InvalidBlockNumber;
 	/* Whoever takes the free word next must see the slot's fields final. */
 	pg_write_barrier();
 	pg_atomic_write_u32(&s->state, 0);
@@ -147,7 +148,7 @@ free_stack_splice(uint32 head, uint32 tail, uint32 n)
 	if (n == 0)
 		return;
 	SpinLockAcquire(&Map->free.s.lock);
-	Map->slots[tail].next = Map->free.s.head;
+	Map->slots[tail].block = Map->free.s.head;
 	Map->free.s.head = head;
 	Map->free.s.count += n;
 	SpinLockRelease(&Map->free.s.lock);
@@ -177,7 +178,7 @@ list_free_slots(uint32 first, uint32 end)
 		if (!pg_atomic_compare_exchange_u32(&s->state, &state, SLOT_FILLING))
 			continue;
 		slot_release_owned(slot - 1);
-		s->next = head;
+		s->block = head;
 		pg_atomic_write_u32(&s->state, SLOT_LISTED);
 		if (tail == TIER_INVALID_INDEX)
 			tail = slot - 1;
@@ -216,21 +217,21 @@ unlist_slots_from(uint32 nslots)
 	while (cur != TIER_INVALID_INDEX)
 	{
 		TierSlot   *s = &Map->slots[cur];
-		uint32		next = s->next;
+		uint32		next = s->block;
 
 		if (cur >= nslots)
 		{
-			s->next = TIER_INVALID_INDEX;
+			s->block = InvalidBlockNumber;
 			pg_write_barrier();
 			pg_atomic_write_u32(&s->state, 0);
 		}
 		else
 		{
-			s->next = TIER_INVALID_INDEX;
+			s->block = InvalidBlockNumber;
 			if (tail == TIER_INVALID_INDEX)
 				head = cur;
 			else
-				Map->slots[tail].next = cur;
+				Map->slots[tail].block = cur;
 			tail = cur;
 			if (++n == FREE_LIST_BATCH)
 			{
@@ -317,9 +318,9 @@ tier_map_alloc_slot(void)
 		}
 
 		/*
-		 * Evict it: unlink it from its chain under the partition lock.  The
+		 * Evict it: unlink it from the index under the partition lock.  The
 		 * slot may change hands before we get the lock, so the bucket is
-		 * only a guess until we find the slot in its chain, and its state
+		 * only a guess until we find the slot in its group, and its state
 		 * must be checked again there (pins are only taken under the
 		 * partition lock, so none can appear while we hold it).
 		 */
@@ -415,7 +416,6 @@ make_slots(uint32 nslots)
 
 		s->rel = TIER_INVALID_INDEX;
 		s->block = InvalidBlockNumber;
-		s->next = TIER_INVALID_INDEX;
 		s->generation = 0;
 		s->crc = 0;
 		s->last_access = 0;
@@ -474,8 +474,10 @@ tier_map_list_free_slots(void)
 /*
  * A slot's directory entry (slot_directory.c): what it holds if it is
  * HASHED.  Read without locks; the directory's dirty bits make up for a
- * slot caught changing.  False (and the entry untouched) for a slot that
- * holds no page.
+ * slot caught changing (a slot freed meanwhile may show the free stack's
+ * link in its block: unhashing it set its dirty bit, so the directory
+ * writes the entry again before a warm load could trust it).  False (and
+ * the entry untouched) for a slot that holds no page.
  */
 bool
 tier_map_slot_entry(uint32 slot, SlotDirEntry *entry)

@@ -6,7 +6,7 @@
  *	  and walking the map for the views, piece by piece or in slot order.
  *
  * Locking protocol.  The walks piece by piece are the index's
- * (tier_map_index.c, which describes how a piece's chains are cut off
+ * (tier_map_index.c, which describes how a piece's entries are cut off
  * their buckets and why a clear or a shrink then waits for the cuts in
  * flight, holding no lock).  tier_map_begin_drop makes every copy being
  * admitted fail to publish by bumping map_epoch, then takes each
@@ -57,8 +57,8 @@ wait_for_publishers(void)
 }
 
 /*
- * Wait until no chain cut off its bucket is still being walked, so that
- * every slot on one has been unhashed (see "Emptying the map" in the file
+ * Wait until no piece whose entries were cut off its buckets is still
+ * being walked, so that every slot cut off has been unhashed (see "Emptying the map" in the file
  * header).  The caller must hold no map lock: a walk takes rel_lock.  A
  * walk is a few thousand slots, milliseconds, so this polls.
  */
@@ -104,7 +104,7 @@ tier_map_begin_drop(void)
 
 /*
  * Empty the map (disable, error).  The caller has left ENABLED state.
- * Chains a drop cut off before our pass are not ours to unhash: wait for
+ * Entries a drop cut off before our pass are not ours to unhash: wait for
  * that drop's walk to have unhashed them (wait_for_cuts).
  */
 void
@@ -128,10 +128,10 @@ tier_map_clear(void)
  * and a lock and a random bucket miss for each would take longer than
  * bpext_resize waits.  The bucket is computed from the slot's fields read
  * without a lock, so it is only a guess until the slot is found in that
- * chain under the lock; a slot that changed hands meanwhile is left alone
- * (it is no longer the copy that was to be dropped, and publications past
- * the active slots fail, see publish_slot).  A slot still HASHED but in
- * no chain is on one a drop cut off: we wait for the drop to unhash it
+ * bucket's group under the lock; a slot that changed hands meanwhile is
+ * left alone (it is no longer the copy that was to be dropped, and
+ * publications past the active slots fail, see publish_slot).  A slot
+ * still HASHED but in no bucket may be one a drop cut off: we wait for the drop to unhash it
  * (wait_for_cuts), so that nothing past the end is hashed when the shrink
  * cuts the file.
  */
@@ -165,13 +165,13 @@ tier_map_drop_slots(uint32 first, uint32 end)
 		buckets[n] = bucket_of(page_hash(&Map->rels[rel].rfile,
 										 Map->rels[rel].fork, s->block));
 		bucket_prefetch(buckets[n]);
-		starts[buckets[n] % BPEXT_MAP_PARTITIONS + 1]++;
+		starts[partition_of(buckets[n]) + 1]++;
 		n++;
 	}
 	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
 		starts[part + 1] += starts[part];
 	for (i = 0; i < n; i++)
-		order[starts[buckets[i] % BPEXT_MAP_PARTITIONS]++] = (uint16) i;
+		order[starts[partition_of(buckets[i])]++] = (uint16) i;
 	/* starts[p] is now where partition p + 1 begins. */
 
 	for (part = 0; part < BPEXT_MAP_PARTITIONS; part++)
@@ -249,7 +249,7 @@ tier_map_foreach(void (*fn) (const TierPageInfo *info, void *arg), void *arg)
  * relation entry, with the number of pages in the run.
  *
  * The slot array is walked in order, without the partition locks: the
- * piece walk follows hash chains, a cache miss per page in random order,
+ * piece walk follows the index's entries, a cache miss per page in random order,
  * which at 134M pages (a 1 TB tier) costs seconds that a sequential read
  * of the array does not.  A slot's relation and generation are read after
  * its HASHED flag; its relation entry's key is read between two reads of
@@ -326,7 +326,7 @@ tier_map_count_slots(uint32 first, uint32 end,
  * Call fn for every current page in slots [first, end), in slot order,
  * without the partition locks, for the same reason as tier_map_count_slots
  * (a sequential read of the slot array instead of a cache miss per page
- * along the hash chains).  fn may do anything but take map locks; no lock
+ * along the index's entries).  fn may do anything but take map locks; no lock
  * is held while it runs.
  *
  * A slot changes hands without our knowledge: it is unlinked (HASHED

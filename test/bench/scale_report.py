@@ -34,6 +34,8 @@ ROWS = [
     ("lookup_huge_miss_ns", "lookup, miss, huge_pages = on (ns)", "{:.0f}"),
     ("lookup_hit_instructions", "lookup, hit (instructions, callgrind)", "{:.0f}"),
     ("lookup_miss_instructions", "lookup, miss (instructions, callgrind)", "{:.0f}"),
+    ("lookup_hit_llc_misses", "lookup, hit (data reads missing the last-level cache, callgrind)", "{:.2f}"),
+    ("lookup_miss_llc_misses", "lookup, miss (data reads missing the last-level cache, callgrind)", "{:.2f}"),
     ("worker_cpu_per_s", "tier worker CPU under pgbench -S (s/s)", "{:.3f}"),
     ("pgbench_S_tps", "pgbench -S, 4 clients (TPS)", "{:,.0f}"),
     ("descriptors_count_s", "count(*) of bpext_buffer_descriptors (s)", "{:.2f}"),
