@@ -196,22 +196,24 @@ data_page_cached(SMgrRelation reln, ForkNumber fork, BlockNumber block)
 }
 
 /*
- * Should this shared-buffer miss look in the tier?  Always while admitting;
- * while paused, one miss in PROBE_EVERY in each backend (see the file
- * header).  A miss that does not look is a data-file read.
- */
-/*
  * While paused, this backend's last probe found its data-file page not
  * cached: it looks in the tier for every miss (see the file header).
  */
 static bool looking_at_every_miss = false;
 
+/*
+ * Admission is paused: should this shared-buffer miss look in the tier?
+ * One miss in PROBE_EVERY in each backend, or every miss after a probe
+ * that found its page not cached (see the file header).  A miss that does
+ * not look is a data-file read.  While admitting every miss looks, which
+ * the caller knows without calling.
+ */
 bool
 bpext_adaptive_look_in_tier(void)
 {
 	static uint32 misses = 0;
 
-	if (likely(!bpext_admission_paused()) || looking_at_every_miss)
+	if (looking_at_every_miss)
 		return true;
 	if (++misses < PROBE_EVERY)
 		return false;

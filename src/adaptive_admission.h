@@ -13,7 +13,7 @@
 
 #include "storage/smgr.h"
 
-/* Backends, before looking a shared-buffer miss up in the tier. */
+/* Backends, before looking a shared-buffer miss up in a paused tier. */
 extern bool bpext_adaptive_look_in_tier(void);
 
 /* Backends, after serving a block from the tier. */

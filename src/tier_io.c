@@ -123,7 +123,8 @@ read_current_page(const BpextRelFile *rfile, ForkNumber fork,
 
 	if (!tier_file_ready())
 		return false;
-	if (serving && !bpext_adaptive_look_in_tier())
+	if (serving && unlikely(bpext_admission_paused()) &&
+		!bpext_adaptive_look_in_tier())
 		return false;
 	if (serving)
 		BPEXT_COUNT(lookups, 1);

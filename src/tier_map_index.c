@@ -231,8 +231,9 @@ slot_is_dead(const TierSlot *s)
  * candidate is checked anyway).  Byte k of the word must be entry
  * base + k's tag, counted from the low end, whatever the byte order: on a
  * big-endian machine the entries tried would otherwise not be those whose
- * tags match, and an invalidation could miss the page it removes.  Emptied entries keep their old tags, so
- * a candidate must also hold a slot.
+ * tags match, and an invalidation could miss the page it removes.
+ * Emptied entries keep their old tags, so a candidate must also hold a
+ * slot.
  */
 static inline int
 bucket_find_page(const TierBucket *b, uint32 home_position, uint8 tag,

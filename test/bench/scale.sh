@@ -524,7 +524,7 @@ lookup_cost() {   # gb
 # than it shows the cache lines a lookup must wait for, a count that no
 # load on the machine changes).
 lookup_instructions() {   # gb
-    local gb=$1 pid hit f n i
+    local gb=$1 pid hit f n i kind ll
     CUR="${gb}GB-lookup"
     CUR_PAGES=$((gb * 131072 - 1))
     command -v valgrind >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null

@@ -35,6 +35,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# bpext_evict_shared_buffers reads a relation through pg_prewarm.
+bpext_needs_contrib('pg_prewarm');
+
 my $room = 128 * 4 * 12;
 
 my $node = bpext_init_node('main', tier_size => '64MB', max_size => '64MB',

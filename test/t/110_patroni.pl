@@ -444,6 +444,15 @@ my $hashes = bpext_table_hashes($leader, 'postgres', \@tables);
 is_deeply(bpext_table_hashes($restored, 'postgres', \@tables), $hashes,
 	'restore: the restored standby reads the leader\'s rows through its tier');
 my $standby_prewarmed = prewarm_tier('restore, standby run', $restored);
+# A restartpoint at a checkpoint the leader takes now, as for the replica
+# restart above: without it the start under Patroni replays everything since
+# the base backup's checkpoint again, and every page with a full-page image
+# there (the leader's autovacuum after the TPC-B run, hint bits under data
+# checksums) leaves the saved map: 1,197 of 5,812 pages were left in one CI
+# run on 19.
+$leader->safe_psql('postgres', 'CHECKPOINT');
+wait_caught_up($leader, $restored);
+$restored->safe_psql('postgres', 'CHECKPOINT');
 IPC::Run::run([ 'pg_ctl', '-D', $restored->data_dir, '-w', '-m', 'fast', 'stop' ],
 	'>', \$out, '2>', \$err) or die "pg_ctl stop failed: $out$err";
 
