@@ -75,6 +75,7 @@
 
 #include "helper_io.h"
 #include "io_watch.h"
+#include "test_hooks.h"
 #include "wait_events.h"
 #include "worker_children.h"
 
@@ -95,8 +96,9 @@ typedef struct HelperFrame
 	uint32		type;			/* HelperFrameType */
 } HelperFrame;
 
-/* In the helper: its end of the socket. */
+/* In the helper: its end of the socket, and whether it sent a descriptor. */
 static int	helper_sock = -1;
+static bool handed_fd = false;
 
 /* Write everything or exit: the caller reads what arrived. */
 static void
@@ -186,6 +188,7 @@ helper_io_send_fd(const void *data, size_t len, int fd)
 {
 	Assert(helper_sock >= 0 && len > 0);
 	send_frame(FRAME_DATA, data, len, fd);
+	handed_fd = true;
 }
 
 /*
@@ -300,6 +303,8 @@ run_helper(int sock, const HelperIoRun *run)
 		send_frame(FRAME_PID, &pid, sizeof(pid), -1);
 	}
 	run->work(run->arg);
+	if (handed_fd && BPEXT_TEST_HELPER_PAUSE_MS() > 0)
+		pg_usleep(BPEXT_TEST_HELPER_PAUSE_MS() * 1000L);
 	send_frame(FRAME_DONE, NULL, 0, -1);
 
 	/* Keep what was handed over until the caller has it (EOF). */
@@ -394,6 +399,15 @@ receive(int sock, char **buf, size_t *buflen, size_t *bufsize, int *fd)
 	do
 		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
+
+	/*
+	 * A failed recvmsg leaves msg_controllen as we set it, over a buffer
+	 * that still holds what an earlier call received there: read as new,
+	 * it would close the descriptor already handed over and hand its
+	 * number back, closed.  Only a call that succeeded carries any.
+	 */
+	if (n < 0)
+		return n;
 	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL; cmsg = CMSG_NXTHDR(&msg, cmsg))
 	{
 		int			nfds;

@@ -83,6 +83,7 @@
 bool		bpext_test_sparse_file = false;
 bool		bpext_test_holds = false;
 int			bpext_test_index_groups = 0;
+int			bpext_test_helper_pause_ms = 0;
 
 PG_FUNCTION_INFO_V1(bpext_test_fill);
 PG_FUNCTION_INFO_V1(bpext_test_lookup_cost);
@@ -117,6 +118,15 @@ bpext_test_define_settings(void)
 							0, BPEXT_TEST_INDEX_GROUPS_MAX,
 							PGC_POSTMASTER,
 							GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("bpext.test_helper_pause",
+							"Test builds only: a helper process that handed over a descriptor waits this long before it says it is done.",
+							"So that the process waiting for it looks for more in between, and finds nothing, after the descriptor came.",
+							&bpext_test_helper_pause_ms,
+							0,
+							0, 10000,
+							PGC_SIGHUP,
+							GUC_NOT_IN_SAMPLE | GUC_UNIT_MS,
 							NULL, NULL, NULL);
 }
 

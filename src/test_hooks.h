@@ -5,7 +5,8 @@
  *	  (test_hooks.c): a sparse tier file and a synthetic fill of the map,
  *	  for the scale bench (test/bench/scale.sh), and holds that stop a
  *	  process at a point of a race until the test lets it go, and a page
- *	  index too small for its map, so that its overflow paths run.  Release
+ *	  index too small for its map, so that its overflow paths run, and a
+ *	  pause in helpers that hand over a descriptor.  Release
  *	  builds (the Debian packages, `make dist`) never define
  *	  BPEXT_TEST_HOOKS, and then BPEXT_TEST_SPARSE_FILE() is the constant
  *	  false, BPEXT_TEST_HOLD_TARGET() InvalidOid, and the rest nothing.
@@ -22,6 +23,7 @@
 extern bool bpext_test_sparse_file;
 extern bool bpext_test_holds;
 extern int	bpext_test_index_groups;
+extern int	bpext_test_helper_pause_ms;
 extern void bpext_test_define_settings(void);
 
 extern Oid	bpext_test_hold_target(const char *point);
@@ -37,6 +39,12 @@ extern void bpext_test_note(const char *point);
  */
 #define BPEXT_TEST_INDEX_GROUPS()	(bpext_test_index_groups)
 #define BPEXT_TEST_INDEX_GROUPS_MAX	(1 << 26)
+
+/*
+ * bpext.test_helper_pause: how long a helper (helper_io.c) that handed
+ * over a descriptor waits before it says it is done.
+ */
+#define BPEXT_TEST_HELPER_PAUSE_MS()	(bpext_test_helper_pause_ms)
 
 /*
  * Holds, with bpext.test_holds on (see test_hooks.c): the relation number
@@ -56,6 +64,7 @@ extern void bpext_test_note(const char *point);
 
 #define BPEXT_TEST_SPARSE_FILE()	false
 #define BPEXT_TEST_INDEX_GROUPS()	0
+#define BPEXT_TEST_HELPER_PAUSE_MS()	0
 #define BPEXT_TEST_HOLD_TARGET(point)	InvalidOid
 #define BPEXT_TEST_HOLD(point, slot)	false
 #define BPEXT_TEST_NOTE(point)		((void) 0)

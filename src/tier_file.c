@@ -810,6 +810,53 @@ needs_bounce(const char *buf)
 	return local_direct && (uintptr_t) buf % TIER_IO_ALIGN != 0;
 }
 
+/* Is st the regular file (dev, ino)? */
+static bool
+is_the_file(const struct stat *st, uint64 dev, uint64 ino)
+{
+	return S_ISREG(st->st_mode) && (uint64) st->st_dev == dev &&
+		(uint64) st->st_ino == ino;
+}
+
+/*
+ * In the bpext worker, before it forks a helper that does I/O through fd
+ * (tier_writer.c, tier_readers.c): is fd still the tier file it took,
+ * BpextCtl->file_dev and file_ino, which *dev and *ino get?  A helper
+ * writes wherever its descriptor points, so one that no longer is the
+ * file (closed and its number reused, which would be a bug) must never
+ * reach a helper: it could be a data file.  False with err saying what fd
+ * is instead.
+ */
+bool
+tier_file_worker_fd_valid(int fd, uint64 *dev, uint64 *ino, char *err,
+						  size_t errlen)
+{
+	struct stat st;
+
+	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
+	*dev = BpextCtl->file_dev;
+	*ino = BpextCtl->file_ino;
+	LWLockRelease(BpextCtl->control_lock);
+
+	if (fstat(fd, &st) != 0)
+	{
+		snprintf(err, errlen,
+				 "the bpext worker's descriptor %d of the tier file is not open: %m",
+				 fd);
+		return false;
+	}
+	if (!is_the_file(&st, *dev, *ino))
+	{
+		snprintf(err, errlen,
+				 "the bpext worker's descriptor %d of the tier file refers to another %s",
+				 fd, S_ISREG(st.st_mode) ? "file" :
+				 S_ISFIFO(st.st_mode) ? "object (a pipe)" :
+				 S_ISSOCK(st.st_mode) ? "object (a socket)" : "object");
+		return false;
+	}
+	return true;
+}
+
 /*
  * In a helper process (tier_writer.c's, tier_readers.c's): a descriptor of
  * the tier file with an open file description of its own, read-write for
@@ -817,12 +864,14 @@ needs_bounce(const char *buf)
  * so that a helper left stuck in the kernel never holds the worker's
  * flock.  It is opened through the inherited one (/proc/self/fd/N), so it
  * is the very file the worker holds, even one renamed or removed since
- * (the worker's check notices that and lets the file go).  Direct I/O as
- * bpext.direct_io says and the file system allows.  -1 with errno set if
- * that fails; every I/O then fails with it.
+ * (the worker's check notices that and lets the file go), and it must be
+ * the regular file (dev, ino) the worker checked before the fork
+ * (tier_file_worker_fd_valid).  Direct I/O as bpext.direct_io says and the
+ * file system allows.  -1 with errno set if that fails (ESTALE: not the
+ * file); every I/O then fails with it.
  */
 int
-tier_file_reopen_own(int fd, bool writable)
+tier_file_reopen_own(int fd, bool writable, uint64 dev, uint64 ino)
 {
 	char		link[64];
 	struct stat inherited;
@@ -831,14 +880,17 @@ tier_file_reopen_own(int fd, bool writable)
 	int			own = -1;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	if (fstat(fd, &inherited) == 0)
+	if (fstat(fd, &inherited) != 0)
+		own = -1;
+	else if (!is_the_file(&inherited, dev, ino))
+		errno = ESTALE;
+	else
 	{
 		own = open_noatime(link, flags | (bpext_direct_io ? O_DIRECT : 0));
 		if (own < 0 && bpext_direct_io && errno == EINVAL)
 			own = open_noatime(link, flags);
 		if (own >= 0 &&
-			(fstat(own, &own_st) != 0 || own_st.st_dev != inherited.st_dev ||
-			 own_st.st_ino != inherited.st_ino))
+			(fstat(own, &own_st) != 0 || !is_the_file(&own_st, dev, ino)))
 		{
 			close(own);
 			own = -1;

@@ -99,7 +99,10 @@ extern int	tier_file_reopen(const char *path, uint64 dev, uint64 ino,
 /* Every process's side: page I/O through its own descriptor. */
 extern bool tier_file_ready(void);
 extern TierReadResult tier_file_read_page(uint32 slot, char *page);
-extern int	tier_file_reopen_own(int fd, bool writable);
+extern bool tier_file_worker_fd_valid(int fd, uint64 *dev, uint64 *ino,
+									  char *err, size_t errlen);
+extern int	tier_file_reopen_own(int fd, bool writable, uint64 dev,
+								 uint64 ino);
 extern bool tier_file_write_pages(uint32 first_slot, int npages,
 								  char *const *pages, uint32 *incarnation);
 extern void tier_file_close_local(void);

@@ -397,7 +397,8 @@ take_request(ReadSlot *slot, uint32 me)
  * it; it only ever takes requests for its incarnation and preads.
  */
 static void
-helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation)
+helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
+			uint64 dev, uint64 ino)
 {
 	uint32		me = (uint32) getpid();
 
@@ -408,7 +409,7 @@ helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation)
 	bpext_helper_title("bpext reader helper");
 
 	/* -1 with errno: every read then fails with it. */
-	tier_fd = tier_file_reopen_own(tier_fd, false);
+	tier_fd = tier_file_reopen_own(tier_fd, false, dev, ino);
 
 	for (;;)
 	{
@@ -450,9 +451,12 @@ helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation)
 	}
 }
 
-/* Start helper index for the file fd of this incarnation. */
+/*
+ * Start helper index for the file fd of this incarnation, the one dev and
+ * ino name.
+ */
 static void
-spawn_helper(int index, int fd, uint32 incarnation)
+spawn_helper(int index, int fd, uint32 incarnation, uint64 dev, uint64 ino)
 {
 	uint32		generation = pg_atomic_add_fetch_u32(&Region->generation[index], 1);
 	pid_t		child;
@@ -460,7 +464,7 @@ spawn_helper(int index, int fd, uint32 incarnation)
 	helper_pid[index] = 0;
 	child = worker_child_fork(WORKER_CHILD_READER);
 	if (child == 0)
-		helper_main(index, generation, fd, incarnation);
+		helper_main(index, generation, fd, incarnation, dev, ino);
 	if (child > 0)
 		helper_pid[index] = child;
 }
@@ -535,6 +539,10 @@ tier_readers_maintain(int fd, uint32 incarnation)
 {
 	bool		retired = false;
 	bool		any = false;
+	bool		fd_checked = false;
+	uint64		dev = 0;
+	uint64		ino = 0;
+	char		why[256];
 	int			i;
 
 	if (Region == NULL)
@@ -566,7 +574,17 @@ tier_readers_maintain(int fd, uint32 incarnation)
 			continue;
 		}
 		if (!worker_child_alive(helper_pid[i]))
-			spawn_helper(i, fd, incarnation);
+		{
+			if (!fd_checked &&
+				!tier_file_worker_fd_valid(fd, &dev, &ino, why, sizeof(why)))
+			{
+				tier_readers_stop();
+				bpext_tier_fail(why, 0);
+				return;
+			}
+			fd_checked = true;
+			spawn_helper(i, fd, incarnation, dev, ino);
+		}
 		any |= helper_pid[i] != 0;
 	}
 	if (!any)

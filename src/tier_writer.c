@@ -118,7 +118,7 @@ typedef struct WriterReply
 static bool writer_enabled = false;
 static pid_t helper_pid = 0;
 static uint64 held_dev = 0;		/* the file the helper serves, as the */
-static uint64 held_ino = 0;		/* worker took it (for OP_CHECK) */
+static uint64 held_ino = 0;		/* worker took it (its reopen, OP_CHECK) */
 static int	request_fd = -1;	/* the worker's end of each pipe */
 static int	reply_fd = -1;
 static char *region = NULL;
@@ -245,7 +245,7 @@ helper_main(int in, int out, int tier_fd)
 	 * its flock (tier_file.c), which a helper left stuck in the kernel must
 	 * not keep, or the tier could not be enabled on that file again.
 	 */
-	tier_fd = tier_file_reopen_own(tier_fd, true);
+	tier_fd = tier_file_reopen_own(tier_fd, true, held_dev, held_ino);
 	reopen_errno = tier_fd < 0 ? errno : 0;
 
 	for (;;)
@@ -288,7 +288,10 @@ abandon_helper(bool stuck)
 	in_flight = false;
 }
 
-/* Start a helper for tier_fd.  False (nothing held) if we cannot. */
+/*
+ * Start a helper for tier_fd, the file held_dev and held_ino name.  False
+ * (nothing held) if we cannot.
+ */
 static bool
 spawn_helper(int tier_fd, uint32 incarnation)
 {
@@ -315,10 +318,6 @@ spawn_helper(int tier_fd, uint32 incarnation)
 		abandon_helper(false);
 		return false;
 	}
-	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
-	held_dev = BpextCtl->file_dev;
-	held_ino = BpextCtl->file_ino;
-	LWLockRelease(BpextCtl->control_lock);
 	child = worker_child_fork(WORKER_CHILD_WRITER);
 	if (child == 0)
 		helper_main(to_helper[0], from_helper[1], tier_fd);
@@ -344,11 +343,19 @@ static bool
 have_helper(int fd)
 {
 	uint32		incarnation = pg_atomic_read_u32(&BpextCtl->file_incarnation);
+	char		why[256];
 
 	if (helper_pid > 0 && helper_incarnation != incarnation)
 		abandon_helper(false);
 	if (helper_pid > 0)
 		return true;
+	if (fd >= 0 &&
+		!tier_file_worker_fd_valid(fd, &held_dev, &held_ino, why, sizeof(why)))
+	{
+		bpext_tier_fail(why, 0);
+		errno = ESTALE;
+		return false;
+	}
 	if (fd >= 0 && spawn_helper(fd, incarnation))
 		return true;
 	bpext_tier_fail("could not start a helper process for the tier file's I/O",
