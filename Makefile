@@ -42,6 +42,7 @@ OBJS = \
 	src/tier_readers.o \
 	src/tier_writer.o \
 	src/wait_events.o \
+	src/warm_datadir.o \
 	src/warm_restart.o \
 	src/worker.o \
 	src/worker_children.o

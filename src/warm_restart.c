@@ -6,10 +6,6 @@
  *	  and reused at the next start only when nothing can have changed the
  *	  data files in between.
  *
- * One concern, though near 1,500 lines: saving, deciding and loading share
- * the saved format and the proof that it still describes the data files;
- * apart, each would have to carry the others' invariants.
- *
  * Saving.  The map's slots are kept on the SSD as the map changes, in the
  * slot directory after the last slot (slot_directory.c), so the save at
  * exit only finishes it: when the postmaster exits (before_shmem_exit,
@@ -19,9 +15,9 @@
  * standby), the postmaster writes the directory chunks the map changed
  * since the worker's last round, then the table of relation entries the
  * directory names (index, identity, generation) and what each one's
- * segment files looked like (stat), fsyncs the file (a
- * standby also flushes its data files, sync_data_file_systems), writes a
- * fresh random token into the data directory (WARM_TOKEN_FILE), and last
+ * segment files looked like (stat), fsyncs the file (a standby also
+ * flushes its data files, warm_datadir_sync_file_systems), writes a fresh
+ * random token into the data directory (WARM_TOKEN_FILE), and last
  * writes the description of the saved map into the file's header block
  * (TierWarmHeader: the system identifier, timeline, checkpoint and CRC of
  * pg_control, the major version, the token, the directory's id).  A crash
@@ -68,10 +64,11 @@
  * other process exists and afterwards by the worker alone; the views read
  * mode and reason under control_lock, pages_reused is atomic.
  *
- * Saving, deciding and loading stay in one file, long as it is: each reads
- * what the one before wrote (the header, the relation table and its
- * segment stats, the token), so the saved map's format and the checks
- * that make it trustworthy are written down in one place.
+ * Saving, deciding and loading stay in one file: each reads what the one
+ * before wrote (the header, the relation table and its segment stats), so
+ * the saved map's format and the checks that make it trustworthy are
+ * written down in one place.  pg_control, the token and the flush of the
+ * data files are warm_datadir.c's.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -79,7 +76,6 @@
  */
 #include "postgres.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -104,14 +100,8 @@
 #include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
+#include "warm_datadir.h"
 #include "warm_restart.h"
-
-/* In the data directory: ties a saved map to the directory it was saved in. */
-#define WARM_TOKEN_FILE			"bpext_warm_token"
-#define WARM_TOKEN_TEMP_FILE	"bpext_warm_token.tmp"
-
-/* In the data directory: a link to each tablespace's directory. */
-#define WARM_TBLSPC_DIR			"pg_tblspc"
 
 /* Directory chunks per load step: 32,704 slots. */
 #define WARM_CHUNKS_PER_STEP	64
@@ -234,29 +224,6 @@ stat_segment(const char *path, SavedSeg *seg)
 /* The most segment files a fork can have: every block number in one. */
 #define WARM_MAX_SEGS	((uint32) (MaxBlockNumber / RELSEG_SIZE + 1))
 
-static const char *
-db_state_name(DBState state)
-{
-	switch (state)
-	{
-		case DB_STARTUP:
-			return "starting up";
-		case DB_SHUTDOWNED:
-			return "shut down";
-		case DB_SHUTDOWNED_IN_RECOVERY:
-			return "shut down in recovery";
-		case DB_SHUTDOWNING:
-			return "shutting down";
-		case DB_IN_CRASH_RECOVERY:
-			return "in crash recovery";
-		case DB_IN_ARCHIVE_RECOVERY:
-			return "in archive recovery";
-		case DB_IN_PRODUCTION:
-			return "in production";
-	}
-	return "unknown";
-}
-
 Size
 bpext_warm_shmem_size(void)
 {
@@ -272,149 +239,6 @@ bpext_warm_shmem_init(bool found)
 	memset(Warm, 0, sizeof(WarmState));
 	Warm->mode = BPEXT_START_COLD;
 	pg_atomic_init_u64(&Warm->pages_reused, 0);
-}
-
-/* ---------------------------------------------------------------------
- * pg_control and the token, read and written without raising errors
- * ---------------------------------------------------------------------
- */
-
-/* Read pg_control; false if it cannot be read or its CRC is wrong. */
-static bool
-read_control_file(ControlFileData *control)
-{
-	int			fd = open(XLOG_CONTROL_FILE, O_RDONLY | PG_BINARY, 0);
-	pg_crc32c	crc;
-	ssize_t		n;
-
-	if (fd < 0)
-		return false;
-	n = read(fd, control, sizeof(ControlFileData));
-	close(fd);
-	if (n != sizeof(ControlFileData))
-		return false;
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, control, offsetof(ControlFileData, crc));
-	FIN_CRC32C(crc);
-	return EQ_CRC32C(crc, control->crc);
-}
-
-static bool
-clean_shutdown(const ControlFileData *control)
-{
-	return control->state == DB_SHUTDOWNED ||
-		control->state == DB_SHUTDOWNED_IN_RECOVERY;
-}
-
-static bool
-read_token(uint64 *token)
-{
-	char		buf[64];
-	int			fd = open(WARM_TOKEN_FILE, O_RDONLY, 0);
-	ssize_t		n;
-	char	   *end;
-
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	errno = 0;
-	*token = strtou64(buf, &end, 16);
-	return errno == 0 && end != buf && (*end == '\n' || *end == '\0');
-}
-
-/*
- * Flush every file system that holds data files: the data directory's and
- * each tablespace's.  A primary's shutdown checkpoint has fsynced every
- * data file, but a standby's shutdown skips its restartpoint when no
- * checkpoint record came since the last one, and then leaves the writes
- * made since in the kernel's cache; a map that describes them must not be
- * durable before they are.
- */
-static bool
-sync_data_file_systems(void)
-{
-#ifdef HAVE_SYNCFS
-	DIR		   *dir;
-	struct dirent *de;
-	int			fd = open(".", O_RDONLY, 0);
-	bool		ok = fd >= 0 && syncfs(fd) == 0;
-
-	if (fd >= 0)
-		close(fd);
-	dir = opendir(WARM_TBLSPC_DIR);
-	if (dir == NULL)
-		return false;
-	while (ok && (de = readdir(dir)) != NULL)
-	{
-		char		path[MAXPGPATH];
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", WARM_TBLSPC_DIR, de->d_name);
-		fd = open(path, O_RDONLY, 0);	/* through the link */
-		ok = fd >= 0 && syncfs(fd) == 0;
-		if (fd >= 0)
-			close(fd);
-	}
-	closedir(dir);
-	return ok;
-#else
-	errno = ENOSYS;
-	return false;
-#endif
-}
-
-static bool
-fsync_data_directory(void)
-{
-	int			fd = open(".", O_RDONLY, 0);
-	bool		ok;
-
-	if (fd < 0)
-		return false;
-	ok = fsync(fd) == 0;
-	close(fd);
-	return ok;
-}
-
-/* Write the token into the data directory, durably. */
-static bool
-write_token(uint64 token)
-{
-	char		buf[64];
-	int			len = snprintf(buf, sizeof(buf), "%016llx\n",
-							   (unsigned long long) token);
-	int			fd;
-	bool		ok;
-
-	fd = open(WARM_TOKEN_TEMP_FILE, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW,
-			  S_IRUSR | S_IWUSR);
-	if (fd < 0)
-		return false;
-	ok = write(fd, buf, len) == len && fsync(fd) == 0;
-	if (close(fd) != 0)
-		ok = false;
-	if (ok)
-		ok = rename(WARM_TOKEN_TEMP_FILE, WARM_TOKEN_FILE) == 0;
-	if (!ok)
-	{
-		(void) unlink(WARM_TOKEN_TEMP_FILE);
-		return false;
-	}
-	return fsync_data_directory();
-}
-
-/* Remove the token, durably; true if there is none left. */
-static bool
-remove_token(void)
-{
-	if (unlink(WARM_TOKEN_FILE) != 0)
-		return errno == ENOENT;
-	return fsync_data_directory();
 }
 
 /* ---------------------------------------------------------------------
@@ -748,7 +572,7 @@ save_map_at_exit(int code, Datum arg)
 		not_saved("bpext.warm_restart is off");
 		return;
 	}
-	if (!read_control_file(&control) || !clean_shutdown(&control))
+	if (!warm_datadir_read_control(&control) || !warm_datadir_clean_shutdown(&control))
 	{
 		not_saved("the shutdown was not clean");
 		return;
@@ -783,7 +607,7 @@ save_map_at_exit(int code, Datum arg)
 	 * are described below (on some file systems, NFS for one, a file's
 	 * modification time is the server's when the write reaches it).
 	 */
-	if (control.state == DB_SHUTDOWNED_IN_RECOVERY && !sync_data_file_systems())
+	if (control.state == DB_SHUTDOWNED_IN_RECOVERY && !warm_datadir_sync_file_systems())
 	{
 		snprintf(why, sizeof(why), "could not flush the data files: %m");
 		not_saved(why);
@@ -804,11 +628,11 @@ save_map_at_exit(int code, Datum arg)
 		goto done;
 	}
 
-	if (!pg_strong_random(&token, sizeof(token)) || !write_token(token))
+	if (!pg_strong_random(&token, sizeof(token)) || !warm_datadir_write_token(token))
 	{
 		snprintf(why, sizeof(why), "could not write \"%s\": %m", WARM_TOKEN_FILE);
 		not_saved(why);
-		(void) remove_token();
+		(void) warm_datadir_remove_token();
 		goto done;
 	}
 
@@ -834,7 +658,7 @@ save_map_at_exit(int code, Datum arg)
 		resultlen != sizeof(SaveResult) || !result->saved)
 	{
 		/* Whatever reached the header, no start may trust it now. */
-		(void) remove_token();
+		(void) warm_datadir_remove_token();
 		if (result != NULL && resultlen == sizeof(SaveResult))
 			not_saved(result->error);
 		else
@@ -888,13 +712,13 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	Size		rels_bytes;
 	Size		segs_bytes;
 
-	if (!read_control_file(&control))
+	if (!warm_datadir_read_control(&control))
 		return "pg_control could not be read";
-	if (!clean_shutdown(&control))
+	if (!warm_datadir_clean_shutdown(&control))
 	{
 		snprintf(buf, buflen,
 				 "the server did not shut down cleanly (database cluster state \"%s\")",
-				 db_state_name(control.state));
+				 warm_datadir_state_name(control.state));
 		return buf;
 	}
 	if (!tier_file_check_ours(fd, path, &file_nslots, buf, buflen))
@@ -929,7 +753,7 @@ check_saved_map(int fd, const char *path, TierWarmHeader *warm,
 	}
 	if (warm->control_crc != control.crc)
 		return "pg_control was changed after the tier map was saved";
-	if (!read_token(&token) || token != warm->token)
+	if (!warm_datadir_read_token(&token) || token != warm->token)
 		return "the data directory is not the one the tier map was saved with";
 	if (warm->nslots != file_nslots)
 		return "the tier file was resized after the map was saved";
@@ -1166,13 +990,13 @@ decide(void)
 	if (!tier_configured())
 	{
 		start_cold("the tier is not configured (bpext.path, bpext.size)", false);
-		(void) remove_token();
+		(void) warm_datadir_remove_token();
 		return;
 	}
 	if (!bpext_warm_restart)
 	{
 		start_cold("bpext.warm_restart is off", true);
-		(void) remove_token();
+		(void) warm_datadir_remove_token();
 		return;
 	}
 
@@ -1182,7 +1006,7 @@ decide(void)
 							 &resultlen, why, sizeof(why));
 
 	/* Whatever happened, no later start may match the old token. */
-	if (!remove_token() && answered && resultlen >= sizeof(DecideResult) &&
+	if (!warm_datadir_remove_token() && answered && resultlen >= sizeof(DecideResult) &&
 		result->why[0] == '\0')
 		strlcpy(result->why, "the data directory's token could not be removed",
 				sizeof(result->why));
