@@ -147,6 +147,9 @@ if [ "$WHOLE_SERVER" = 1 ]; then
     [ -n "${SCALE_ARG:-}" ] || SCALE=10
 fi
 CONFIGS=${CONFIGS_ARG:-$CONFIGS}
+has_config() { [[ " $CONFIGS " == *" $1 "* ]]; }
+[ "$READ_PATH" != 1 ] || has_config none ||
+    { echo "instructions: --read-path counts the excess over no bpext: --configs must include none" >&2; exit 2; }
 read -r N1 N2 <<< "$TRANSACTIONS"
 read -r RATE1 RATE2 <<< "$RATES"
 [[ $N1 =~ ^[0-9]+$ && $N2 =~ ^[0-9]+$ && $N2 -gt $N1 ]] ||
@@ -588,6 +591,9 @@ else
             'BEGIN { printf "| %s | %d | %s | %s | %s | %s | %+d | %.1f | %+.1f |\n", c, i, pr, pl, ph, pd, i - n, r, r - rn }'
     done
     echo
+    if ! { has_config off && has_config miss && has_config hit; }; then
+        echo "(The instructions per tier hit and per tier miss are solved from the configurations off, miss and hit, which --configs left out.)"
+    else
     # excess = hits * H + (lookups - hits) * M, for miss and hit: two
     # equations, two unknowns.
     read -r _ l1 h1 _ <<< "${CNT[miss,select]}"
@@ -610,6 +616,7 @@ else
         H = (r1 * (1 - f2) - r2 * (1 - f1)) / det; M = (f1 * r2 - f2 * r1) / det;
         printf "\nPer read call (" fn "): **%.0f instructions per tier hit, %.0f per tier miss**, relative to no bpext (tier off: %+.0f per read).\n", H, M, ro;
         printf "\nCallgrind counts user-space instructions only: the kernel'\''s work in each pread (data file or tier file, both in the page cache) is not included.\n" }'
+    fi
 } > "$RESULTS/results.md"
 fi
 cat "$RESULTS/results.md"
