@@ -164,7 +164,7 @@ run_workload() {
     echo >> "$LOG"
 }
 
-printf 'workload\thot_set_pages\tfraction\ttier_pages\tmisses\tmeasured\tpredicted\tdifference_points\tdual_written\tstores_skipped\n' > "$RESULTS/accuracy.tsv"
+printf 'workload\thot_set_pages\tfraction\ttier_pages\tmisses\tmeasured\tpredicted\tdifference_points\tdual_written\tadmission_skips\n' > "$RESULTS/accuracy.tsv"
 printf 'workload\tfraction\ttier_pages_run\tcurve_tier_pages\tpredicted\n' > "$RESULTS/curves.tsv"
 say "sizing accuracy: PostgreSQL $MAJOR, scale $SCALE, shared_buffers ${SHARED_BUFFERS}MB, $CLIENTS clients, ${DURATION}s per run, sample rate $SAMPLE_RATE, skew $SKEW"
 for w in ${WORKLOADS//,/ }; do
