@@ -233,19 +233,36 @@ bpext_close_inherited_fds(const int *keep, int nkeep)
 		redirect &= (keep[i] > STDERR_FILENO);
 
 	if (dir == NULL)
-		return;
-	while ((de = readdir(dir)) != NULL)
 	{
-		int			fd = atoi(de->d_name);
-		bool		kept = false;
+		/* No /proc (or no descriptor left to read it): every number. */
+		long		max_fd = sysconf(_SC_OPEN_MAX);
+		int			fd;
 
-		for (i = 0; i < nkeep; i++)
-			kept |= (fd == keep[i]);
-		if (de->d_name[0] == '.' || fd <= 2 || kept || fd == dirfd(dir))
-			continue;
-		close(fd);
+		for (fd = STDERR_FILENO + 1; fd < (max_fd > 0 ? max_fd : 65536); fd++)
+		{
+			bool		kept = false;
+
+			for (i = 0; i < nkeep; i++)
+				kept |= (fd == keep[i]);
+			if (!kept)
+				(void) close(fd);
+		}
 	}
-	closedir(dir);
+	else
+	{
+		while ((de = readdir(dir)) != NULL)
+		{
+			int			fd = atoi(de->d_name);
+			bool		kept = false;
+
+			for (i = 0; i < nkeep; i++)
+				kept |= (fd == keep[i]);
+			if (de->d_name[0] == '.' || fd <= 2 || kept || fd == dirfd(dir))
+				continue;
+			close(fd);
+		}
+		closedir(dir);
+	}
 
 	devnull = redirect ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
 	if (devnull >= 0)
@@ -323,6 +340,7 @@ static pid_t
 start_helper(const HelperIoRun *run, int sock, int helper_end)
 {
 	pid_t		child;
+	pid_t		reaped;
 	int			status;
 
 	fflush(NULL);
@@ -349,8 +367,16 @@ start_helper(const HelperIoRun *run, int sock, int helper_end)
 	}
 	if (child < 0)
 		return -1;
-	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-		;
+	do
+		reaped = waitpid(child, &status, 0);
+	while (reaped < 0 && errno == EINTR);
+
+	/*
+	 * Reaped by someone else (SIGCHLD ignored): whether the helper started
+	 * is then for the socket to tell (its pid frame, or EOF at once).
+	 */
+	if (reaped < 0)
+		return errno == ECHILD ? 0 : -1;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 	{
 		errno = EAGAIN;
@@ -598,6 +624,8 @@ helper_io_run(const HelperIoRun *run, char **result, size_t *resultlen,
 		n = receive(sv[0], &buf, &buflen, &bufsize, &got_fd);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			continue;			/* nothing yet */
+		if (n == 0 && !run->worker_child)
+			helper = 0;			/* gone, and its pid may be reused: no kill */
 		if (n <= 0)
 			break;				/* EOF: it died without finishing */
 		last = bpext_monotonic_ms();
