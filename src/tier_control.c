@@ -310,10 +310,22 @@ release_tier(void)
 
 	/*
 	 * Read-only, and never the last: the file's keeper holds it (also drops
-	 * the flock).
+	 * the flock).  A descriptor that is not the file any more (the reason a
+	 * helper was refused, tier_file_worker_fd_valid) is someone else's
+	 * number now: forgotten, not closed.
 	 */
 	if (fd >= 0)
-		close(fd);
+	{
+		uint64		dev;
+		uint64		ino;
+		char		why[256];
+
+		if (tier_file_worker_fd_valid(fd, &dev, &ino, why, sizeof(why)))
+			close(fd);
+		else
+			ereport(LOG,
+					(errmsg("bpext left descriptor %d open: %s", fd, why)));
+	}
 }
 
 /* What the helper that removes the tier file needs, and its answer. */

@@ -55,6 +55,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -820,17 +821,21 @@ is_the_file(const struct stat *st, uint64 dev, uint64 ino)
 
 /*
  * In the bpext worker, before it forks a helper that does I/O through fd
- * (tier_writer.c, tier_readers.c): is fd still the tier file it took,
- * BpextCtl->file_dev and file_ino, which *dev and *ino get?  A helper
- * writes wherever its descriptor points, so one that no longer is the
- * file (closed and its number reused, which would be a bug) must never
- * reach a helper: it could be a data file.  False with err saying what fd
- * is instead.
+ * (tier_writer.c, tier_readers.c) and before it closes fd (tier_control.c):
+ * is fd still the tier file it took, BpextCtl->file_dev and file_ino,
+ * which *dev and *ino get?  A helper writes wherever its descriptor
+ * points, so one that no longer is the file (closed and its number reused,
+ * which would be a bug) must never reach a helper: it could be a data
+ * file.  False with err saying what fd is instead.  The worker makes no
+ * call that could wait on the tier's device (doc/hung-device.md): statx
+ * with AT_STATX_DONT_SYNC answers from the inode in memory, and asks no
+ * file system (FUSE, NFS) for fresh attributes.
  */
 bool
 tier_file_worker_fd_valid(int fd, uint64 *dev, uint64 *ino, char *err,
 						  size_t errlen)
 {
+	struct statx stx;
 	struct stat st;
 
 	LWLockAcquire(BpextCtl->control_lock, LW_SHARED);
@@ -838,13 +843,18 @@ tier_file_worker_fd_valid(int fd, uint64 *dev, uint64 *ino, char *err,
 	*ino = BpextCtl->file_ino;
 	LWLockRelease(BpextCtl->control_lock);
 
-	if (fstat(fd, &st) != 0)
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
+			  STATX_TYPE | STATX_INO, &stx) != 0)
 	{
 		snprintf(err, errlen,
 				 "the bpext worker's descriptor %d of the tier file is not open: %m",
 				 fd);
 		return false;
 	}
+	memset(&st, 0, sizeof(st));
+	st.st_mode = stx.stx_mode;
+	st.st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+	st.st_ino = stx.stx_ino;
 	if (!is_the_file(&st, *dev, *ino))
 	{
 		snprintf(err, errlen,
