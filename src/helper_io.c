@@ -69,6 +69,7 @@
 #include <unistd.h>
 
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/pg_shmem.h"
 #include "utils/ps_status.h"
@@ -192,15 +193,27 @@ helper_io_send_fd(const void *data, size_t len, int fd)
 }
 
 /*
- * In a helper process (this file's, tier_writer.c's, tier_readers.c's):
- * every signal back to its default and none blocked, so that a SIGTERM
- * ends it as it would any process, whatever PostgreSQL had set.
+ * First thing in a process just forked to be a helper (this file's,
+ * tier_writer.c's, tier_readers.c's, the keeper): nothing of the server
+ * process it came from runs in it any more.  Every signal goes back to its
+ * default and none is blocked, so that a SIGTERM ends it as it would any
+ * process.  The exit callbacks it inherited are forgotten (the
+ * postmaster's remove postmaster.pid), an ERROR cannot unwind into a
+ * PG_TRY block of the parent's (with no exception stack it becomes FATAL,
+ * and proc_exit then just exits), and interrupts the parent had pending
+ * are never served.
  */
 void
-bpext_reset_signals(void)
+bpext_helper_leave_server(void)
 {
 	sigset_t	none;
 	int			sig;
+
+	MyProcPid = getpid();
+	on_exit_reset();
+	PG_exception_stack = NULL;
+	error_context_stack = NULL;
+	HOLD_INTERRUPTS();
 
 	for (sig = 1; sig < NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
@@ -304,7 +317,7 @@ run_helper(int sock, const HelperIoRun *run)
 	char		c;
 
 	helper_sock = sock;
-	bpext_reset_signals();
+	bpext_helper_leave_server();
 	if (run->worker_child)
 		(void) setsid();		/* out of the worker's process group */
 	keep[nkeep++] = sock;

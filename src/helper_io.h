@@ -45,7 +45,7 @@ extern void helper_io_send_fd(const void *data, size_t len, int fd);
 
 /* In every helper process, also tier_writer.c's and tier_readers.c's. */
 extern void bpext_close_inherited_fds(const int *keep, int nkeep);
-extern void bpext_reset_signals(void);
+extern void bpext_helper_leave_server(void);
 extern void bpext_helper_title(const char *title);
 extern uint64 bpext_monotonic_ms(void);
 

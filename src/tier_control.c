@@ -227,7 +227,7 @@ keeper_main(int fd)
 	bool		leases = true;
 	int			own;
 
-	bpext_reset_signals();
+	bpext_helper_leave_server();
 	(void) setsid();
 	(void) prctl(PR_SET_PDEATHSIG, 0);
 	signal(SIGIO, SIG_IGN);		/* a lease break must not end it */

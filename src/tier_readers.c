@@ -402,7 +402,7 @@ helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
 {
 	uint32		me = (uint32) getpid();
 
-	bpext_reset_signals();
+	bpext_helper_leave_server();
 	(void) setsid();			/* out of the worker's process group */
 	bpext_close_inherited_fds(&tier_fd, 1);
 	PGSharedMemoryDetach();

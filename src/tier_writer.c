@@ -229,7 +229,7 @@ helper_main(int in, int out, int tier_fd)
 	const int	keep[3] = {in, out, tier_fd};
 	int			reopen_errno;
 
-	bpext_reset_signals();
+	bpext_helper_leave_server();
 
 	/*
 	 * Out of the worker's process group, which the postmaster signals as a
