@@ -264,13 +264,18 @@ check_existing(int fd, const char *path, uint64 *other_cluster, char *err,
 			   size_t errlen)
 {
 	TierFileHeader hdr;
+	struct stat st;
 
 	*other_cluster = 0;
 	if (tier_file_check_ours(fd, path, NULL, err, errlen))
 		return true;
 
-	/* Only a header that passed every check but the cluster's. */
-	if (pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) ||
+	/*
+	 * Only a regular file whose header passed every check but the
+	 * cluster's (err keeps what tier_file_check_ours said).
+	 */
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+		pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr) ||
 		memcmp(hdr.magic, TIER_MAGIC, sizeof(hdr.magic)) != 0 ||
 		hdr.format_version != TIER_FORMAT_VERSION || hdr.blcksz != BLCKSZ ||
 		hdr.system_identifier == cluster_identifier() ||
