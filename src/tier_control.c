@@ -310,9 +310,9 @@ release_tier(void)
 
 	/*
 	 * Read-only, and never the last: the file's keeper holds it (also drops
-	 * the flock).  A descriptor that is not the file any more (the reason a
+	 * the flock).  A descriptor that is something else now (the reason a
 	 * helper was refused, tier_file_worker_fd_valid) is someone else's
-	 * number now: forgotten, not closed.
+	 * number: forgotten, not closed.
 	 */
 	if (fd >= 0)
 	{
@@ -320,7 +320,8 @@ release_tier(void)
 		uint64		ino;
 		char		why[256];
 
-		if (tier_file_worker_fd_valid(fd, &dev, &ino, why, sizeof(why)))
+		if (tier_file_worker_fd_valid(fd, &dev, &ino, why, sizeof(why)) ||
+			errno != ESTALE)
 			close(fd);
 		else
 			ereport(LOG,

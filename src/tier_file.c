@@ -831,10 +831,13 @@ is_the_file(const struct stat *st, uint64 dev, uint64 ino)
  * which *dev and *ino get?  A helper writes wherever its descriptor
  * points, so one that no longer is the file (closed and its number reused,
  * which would be a bug) must never reach a helper: it could be a data
- * file.  False with err saying what fd is instead.  The worker makes no
- * call that could wait on the tier's device (doc/hung-device.md): statx
+ * file.  False with err saying what fd is instead, and errno EBADF if fd
+ * is not open at all, ESTALE if it is something else.  The worker makes
+ * no call that could wait on the tier's device (doc/hung-device.md): statx
  * with AT_STATX_DONT_SYNC answers from the inode in memory, and asks no
- * file system (FUSE, NFS) for fresh attributes.
+ * file system (FUSE, NFS) for fresh attributes.  Where statx is missing
+ * or refused (ENOSYS, or EPERM from a seccomp filter older than it),
+ * fstat does.
  */
 bool
 tier_file_worker_fd_valid(int fd, uint64 *dev, uint64 *ino, char *err,
@@ -849,17 +852,23 @@ tier_file_worker_fd_valid(int fd, uint64 *dev, uint64 *ino, char *err,
 	LWLockRelease(BpextCtl->control_lock);
 
 	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC,
-			  STATX_TYPE | STATX_INO, &stx) != 0)
+			  STATX_TYPE | STATX_INO, &stx) == 0)
 	{
+		memset(&st, 0, sizeof(st));
+		st.st_mode = stx.stx_mode;
+		st.st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+		st.st_ino = stx.stx_ino;
+	}
+	else if ((errno != ENOSYS && errno != EPERM) || fstat(fd, &st) != 0)
+	{
+		int			save_errno = errno;
+
 		snprintf(err, errlen,
-				 "the bpext worker's descriptor %d of the tier file is not open: %m",
+				 "could not look at the bpext worker's descriptor %d of the tier file: %m",
 				 fd);
+		errno = save_errno;
 		return false;
 	}
-	memset(&st, 0, sizeof(st));
-	st.st_mode = stx.stx_mode;
-	st.st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
-	st.st_ino = stx.stx_ino;
 	if (!is_the_file(&st, *dev, *ino))
 	{
 		snprintf(err, errlen,
@@ -867,6 +876,7 @@ tier_file_worker_fd_valid(int fd, uint64 *dev, uint64 *ino, char *err,
 				 fd, S_ISREG(st.st_mode) ? "file" :
 				 S_ISFIFO(st.st_mode) ? "object (a pipe)" :
 				 S_ISSOCK(st.st_mode) ? "object (a socket)" : "object");
+		errno = ESTALE;
 		return false;
 	}
 	return true;
