@@ -209,15 +209,15 @@ bpext_helper_leave_server(void)
 	sigset_t	none;
 	int			sig;
 
-	MyProcPid = getpid();
+	/* No server handler may run from here on, not even one pending now. */
+	for (sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
 	on_exit_reset();
 	PG_exception_stack = NULL;
 	error_context_stack = NULL;
 	HOLD_INTERRUPTS();
-
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
+	MyProcPid = getpid();
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
@@ -247,11 +247,18 @@ bpext_close_inherited_fds(const int *keep, int nkeep)
 
 	if (dir == NULL)
 	{
-		/* No /proc (or no descriptor left to read it): every number. */
+		/*
+		 * No /proc (or no descriptor left to read it): every number, up to
+		 * the limit, but no more than 65536 (a container's limit can be a
+		 * million, and a postmaster's helper must answer within
+		 * bpext.io_timeout).
+		 */
 		long		max_fd = sysconf(_SC_OPEN_MAX);
 		int			fd;
 
-		for (fd = STDERR_FILENO + 1; fd < (max_fd > 0 ? max_fd : 65536); fd++)
+		if (max_fd <= 0 || max_fd > 65536)
+			max_fd = 65536;
+		for (fd = STDERR_FILENO + 1; fd < max_fd; fd++)
 		{
 			bool		kept = false;
 
