@@ -11,12 +11,12 @@
  * that a crash never leaves a token that a later start could trust
  * without the map it belongs to.  pg_control is read with its CRC
  * checked, never through PostgreSQL's own reader, which raises errors:
- * the postmaster runs all of this before it forks anything, and nothing
- * here may fail its start.
+ * nothing here may fail the server's start or its exit.
  *
- * No locking: only the postmaster calls these (at its exit after a clean
- * shutdown, and at its start, before any other process exists), and the
- * helper process it runs them in (warm_restart.c).
+ * No locking: only the postmaster (at its exit after a clean shutdown,
+ * when every other process has exited, and at its start, before it forks
+ * any) and the helper processes it runs these in (warm_restart.c) call
+ * them.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -82,6 +82,7 @@ warm_datadir_read_control(ControlFileData *control)
 	return EQ_CRC32C(crc, control->crc);
 }
 
+/* Did pg_control's cluster shut down cleanly, as a primary or a standby? */
 bool
 warm_datadir_clean_shutdown(const ControlFileData *control)
 {
@@ -89,6 +90,7 @@ warm_datadir_clean_shutdown(const ControlFileData *control)
 		control->state == DB_SHUTDOWNED_IN_RECOVERY;
 }
 
+/* Read the token; false if there is none, or it is not one. */
 bool
 warm_datadir_read_token(uint64 *token)
 {

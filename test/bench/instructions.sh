@@ -246,7 +246,7 @@ start_config() {   # name
     mkdir -p "$CG"
     chown postgres "$CG"
     as_pg valgrind --tool=callgrind --trace-children=yes --zero-before=PostgresMain \
-        --zero-before=bpext_worker_main --zero-before=bpext_reset_signals \
+        --zero-before=bpext_worker_main --zero-before=bpext_helper_leave_server \
         --callgrind-out-file="$CG/cg.%p" "$PGBIN/postgres" -D "$DATA" \
         > "$LOG" 2>&1 &
     SERVER_PID=$!
@@ -440,7 +440,7 @@ run_server_pgbench() {   # rate
             [ "$role" != backends ] || role=""
         fi
         if [ "$role" = "bpext helper" ]; then
-            # Counted from its start (bpext_reset_signals): a reader helper
+            # Counted from its start (bpext_helper_leave_server): a reader helper
             # runs tier_readers.c, the writer helper does not.  (Reader
             # helpers are killed when the worker exits and leave no file.)
             if grep -q "^fl=.*tier_readers.c" "$f"; then
