@@ -18,6 +18,7 @@ OBJS = \
 	src/prewarm.o \
 	src/progress.o \
 	src/query_reads.o \
+	src/reader_ring.o \
 	src/scan_pool.o \
 	src/settings.o \
 	src/sizing.o \

@@ -35,6 +35,7 @@ int			bpext_push_lookahead = 0;
 int			bpext_io_timeout_ms = 5000;
 int			bpext_recovery_interval_ms = 10000;
 int			bpext_tier_readers = 4;
+int			bpext_tier_read_depth = 16;
 bool		bpext_log_events = false;
 bool		bpext_warm_restart = true;
 char	   *bpext_min_free_space = NULL;
@@ -339,6 +340,16 @@ bpext_define_settings(void)
 							&bpext_tier_readers,
 							4,
 							0, TIER_READERS_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.tier_read_depth",
+							"Tier reads each reader helper keeps at the device at once.",
+							"Above 1, a helper queues the reads it takes through io_uring and answers each as it completes, so the reads in flight follow the sessions waiting for them (64 at most in the whole server). 1 reads one page at a time, with pread, as does a helper where the kernel refuses io_uring.",
+							&bpext_tier_read_depth,
+							16,
+							1, TIER_READ_DEPTH_MAX,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);

@@ -37,6 +37,7 @@ extern int	bpext_push_lookahead;
 extern int	bpext_io_timeout_ms;
 extern int	bpext_recovery_interval_ms;
 extern int	bpext_tier_readers;
+extern int	bpext_tier_read_depth;
 extern bool bpext_log_events;
 extern bool bpext_warm_restart;
 extern char *bpext_min_free_space;

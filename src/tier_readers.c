@@ -78,8 +78,23 @@
  * of its own descriptor; otherwise, or when every slot is taken, the block
  * is a plain miss (read from the data file).
  *
+ * How many reads a helper keeps at the device: with bpext.tier_read_depth
+ * above 1 it takes every request it finds, up to that many, queues them
+ * all through an io_uring of its own (reader_ring.c) and answers each as
+ * it completes, so that the reads in flight follow the sessions waiting
+ * rather than the number of helpers; with 1, or where the kernel refuses
+ * io_uring, it preads one page at a time.  The slot protocol above is the
+ * same either way.  Waking: an idle helper sleeps on the pending_seq
+ * futex, and a backend wakes one; a helper with reads in flight waits in
+ * io_uring_enter, which no futex can end, so it counts itself in
+ * ring_waiters and keeps a poll of WakeFd (an eventfd) queued, and a
+ * backend that found no idle helper to wake writes WakeFd if anyone waits
+ * so.  Both sides bump an atomic (pending_seq, ring_waiters) before they
+ * look at the other's side, so either the helper sees the request or the
+ * backend sees the helper waiting.
+ *
  * Nothing here allocates or raises an error in a backend: it runs inside
- * smgr calls.  Linux only (futexes, preadv2), as bpext is.
+ * smgr calls.  Linux only (futexes, preadv2, io_uring), as bpext is.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -89,6 +104,7 @@
 
 #include <linux/futex.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -100,6 +116,7 @@
 #include "utils/ps_status.h"
 
 #include "helper_io.h"
+#include "reader_ring.h"
 #include "settings.h"
 #include "stats.h"
 #include "tier_control.h"
@@ -109,6 +126,12 @@
 
 /* Requests that can be under way at once, in the whole server. */
 #define READ_SLOTS			64
+
+StaticAssertDecl(TIER_READ_DEPTH_MAX <= READ_SLOTS,
+				 "a helper never has more reads in flight than there are slots");
+
+/* A ring completion that is not a read: the wake-up descriptor's poll. */
+#define WAKE_TAG			((uint64) READ_SLOTS)
 
 /* How often a waiting backend looks up, and an idle helper. */
 #define BACKEND_SLICE_MS	100
@@ -141,6 +164,10 @@ typedef struct ReadersRegion
 									 * incarnation; 0: none */
 	pg_atomic_uint32 pending_seq;	/* bumped for every request and every
 									 * change; idle helpers sleep on it */
+	pg_atomic_uint32 ring_waiters;	/* helpers waiting in their ring, for
+									 * their reads or for WakeFd */
+	pg_atomic_uint32 ring_errno;	/* why a helper could not make its ring
+									 * (0: none failed); the worker logs it */
 	pg_atomic_uint32 generation[TIER_READERS_MAX];	/* of each helper */
 	ReadSlot	slots[READ_SLOTS];
 } ReadersRegion;
@@ -150,8 +177,21 @@ typedef struct ReadersRegion
 
 static ReadersRegion *Region = NULL;
 
-/* In the bpext worker: its helper for each index, 0 for none. */
+/*
+ * An eventfd every process inherits from the postmaster, as the region: a
+ * backend that finds no idle helper to wake writes to it, and it wakes the
+ * helpers waiting in their rings for reads in flight (a futex cannot wake
+ * a process waiting in io_uring_enter).  -1: none, and helpers read one
+ * page at a time.
+ */
+static int	WakeFd = -1;
+
+/*
+ * In the bpext worker: its helper for each index, 0 for none, and the
+ * bpext.tier_read_depth it was started with.
+ */
 static pid_t helper_pid[TIER_READERS_MAX];
+static int	helper_depth[TIER_READERS_MAX];
 
 static inline char *
 slot_page(int index)
@@ -168,11 +208,21 @@ futex_wait(pg_atomic_uint32 *word, uint32 expected, int ms)
 				   &ts, NULL, 0);
 }
 
-static inline void
+/* Wake up to n waiters on word; how many it woke. */
+static inline int
 futex_wake(pg_atomic_uint32 *word, int n)
 {
-	(void) syscall(SYS_futex, (uint32 *) &word->value, FUTEX_WAKE, n,
-				   NULL, NULL, 0);
+	return (int) syscall(SYS_futex, (uint32 *) &word->value, FUTEX_WAKE, n,
+						 NULL, NULL, 0);
+}
+
+/* Wake the helpers waiting in their rings. */
+static inline void
+wake_ring_waiters(void)
+{
+	/* It can only fail with the counter full: they are woken anyway. */
+	if (WakeFd >= 0)
+		(void) eventfd_write(WakeFd, 1);
 }
 
 /* Has process pid (0: not known yet) certainly exited? */
@@ -206,6 +256,8 @@ tier_readers_create(void)
 	Region = region;
 	pg_atomic_init_u32(&Region->incarnation, 0);
 	pg_atomic_init_u32(&Region->pending_seq, 0);
+	pg_atomic_init_u32(&Region->ring_waiters, 0);
+	pg_atomic_init_u32(&Region->ring_errno, 0);
 	for (i = 0; i < TIER_READERS_MAX; i++)
 		pg_atomic_init_u32(&Region->generation[i], 0);
 	for (i = 0; i < READ_SLOTS; i++)
@@ -213,6 +265,13 @@ tier_readers_create(void)
 		pg_atomic_init_u32(&Region->slots[i].state, SLOT_FREE);
 		pg_atomic_init_u32(&Region->slots[i].claim, 0);
 	}
+
+	WakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (WakeFd < 0)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("bpext could not create an eventfd for its tier readers: %m"),
+				 errdetail("Each reader helper reads one tier page at a time.")));
 }
 
 /* Clear a claim whose helper is gone (a CAS from the pid seen). */
@@ -278,8 +337,17 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 	slot->offset = offset;
 	slot->backend_pid = MyProcPid;
 	(void) pg_atomic_exchange_u32(&slot->state, SLOT_PENDING);
+
+	/*
+	 * An idle helper if there is one; else those with reads in flight.  The
+	 * fetch-add and a ring waiter's own fetch-add on ring_waiters, before it
+	 * looks at the slots, are full barriers: either it sees this request or
+	 * this sees it waiting.
+	 */
 	(void) pg_atomic_fetch_add_u32(&Region->pending_seq, 1);
-	futex_wake(&Region->pending_seq, 1);
+	if (futex_wake(&Region->pending_seq, 1) <= 0 &&
+		pg_atomic_read_u32(&Region->ring_waiters) > 0)
+		wake_ring_waiters();
 
 	start = bpext_monotonic_ms();
 	for (;;)
@@ -349,19 +417,18 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 	}
 }
 
-/* In a helper: serve the request in slot index, which it holds (BUSY). */
+/*
+ * In a helper: answer the request in slot index, which it holds (BUSY),
+ * with its read's result n (bytes, or -1 with save_errno).
+ */
 static void
-serve(int tier_fd, int index)
+answer(int index, ssize_t n, int save_errno)
 {
 	ReadSlot   *slot = &Region->slots[index];
 	uint32		expected = SLOT_BUSY;
-	ssize_t		n;
 
-	do
-		n = pread(tier_fd, slot_page(index), BLCKSZ, slot->offset);
-	while (n < 0 && errno == EINTR);
 	slot->result = n;
-	slot->save_errno = n < 0 ? errno : 0;
+	slot->save_errno = n < 0 ? save_errno : 0;
 	if (pg_atomic_compare_exchange_u32(&slot->state, &expected, SLOT_DONE))
 		futex_wake(&slot->state, 1);
 	else
@@ -393,62 +460,220 @@ take_request(ReadSlot *slot, uint32 me)
 }
 
 /*
+ * In a helper: the next request of its incarnation that it takes, looking
+ * from slot *next to the last (a pass: the caller starts over from 0), or
+ * -1 when there is none.
+ */
+static int
+take_next(uint32 me, uint32 incarnation, int *next)
+{
+	while (*next < READ_SLOTS)
+	{
+		int			i = (*next)++;
+		ReadSlot   *slot = &Region->slots[i];
+		uint32		expected = SLOT_BUSY;
+
+		if (!take_request(slot, me))
+			continue;
+		if (slot->incarnation == incarnation)
+			return i;
+		/* Another incarnation's: hand it back. */
+		if (pg_atomic_compare_exchange_u32(&slot->state, &expected,
+										   SLOT_PENDING))
+			pg_atomic_write_u32(&slot->claim, 0);
+		else
+		{
+			pg_atomic_write_u32(&slot->claim, 0);
+			(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
+		}
+	}
+	return -1;
+}
+
+/* Is helper index to go: a new incarnation, or the worker retired it? */
+static bool
+helper_retired(int index, uint32 generation, uint32 incarnation)
+{
+	return pg_atomic_read_u32(&Region->incarnation) != incarnation ||
+		pg_atomic_read_u32(&Region->generation[index]) != generation;
+}
+
+/* A helper without a ring: one pread at a time. */
+static void
+read_one_at_a_time(int tier_fd, int index, uint32 generation,
+				   uint32 incarnation)
+{
+	uint32		me = (uint32) getpid();
+
+	for (;;)
+	{
+		uint32		seq = pg_atomic_read_u32(&Region->pending_seq);
+		bool		served = false;
+		int			next = 0;
+		int			i;
+
+		if (helper_retired(index, generation, incarnation))
+			_exit(0);
+		while ((i = take_next(me, incarnation, &next)) >= 0)
+		{
+			ssize_t		n;
+
+			do
+				n = pread(tier_fd, slot_page(i), BLCKSZ,
+						  Region->slots[i].offset);
+			while (n < 0 && errno == EINTR);
+			answer(i, n, errno);
+			served = true;
+		}
+		if (!served)
+			futex_wait(&Region->pending_seq, seq, HELPER_SLICE_MS);
+	}
+}
+
+/*
+ * In a helper with a ring: queue reads for up to room requests taken in
+ * one pass over the slots; how many it queued.
+ */
+static int
+queue_requests(ReaderRing *ring, int tier_fd, uint32 incarnation, int room)
+{
+	uint32		me = (uint32) getpid();
+	int			next = 0;
+	int			queued = 0;
+	int			i;
+
+	while (queued < room && (i = take_next(me, incarnation, &next)) >= 0)
+	{
+		reader_ring_queue_read(ring, tier_fd, slot_page(i), BLCKSZ,
+							   Region->slots[i].offset, (uint64) i);
+		queued++;
+	}
+	return queued;
+}
+
+/*
+ * A helper with a ring: every request it takes is queued at once, up to
+ * depth in flight, and it waits for whichever completes first, or for a
+ * new request (WakeFd).  Idle, it sleeps on the futex as a helper without
+ * a ring does, and is woken first.  Retired, it takes nothing more and
+ * exits once what it has in flight is answered.  A ring that stops working
+ * ends the helper: its backends see it gone and read their blocks from the
+ * data files, and the worker starts another.
+ */
+static void
+read_through_ring(ReaderRing *ring, int depth, int tier_fd, int index,
+				  uint32 generation, uint32 incarnation)
+{
+	ReaderRingDone done[READ_SLOTS + 1];
+	int			in_flight = 0;
+	bool		poll_armed = false;
+
+	for (;;)
+	{
+		uint32		seq = pg_atomic_read_u32(&Region->pending_seq);
+		bool		retired = helper_retired(index, generation, incarnation);
+		bool		for_requests;
+		int			n;
+
+		if (retired && in_flight == 0)
+			_exit(0);
+		if (!retired)
+			in_flight += queue_requests(ring, tier_fd, incarnation,
+										depth - in_flight);
+		if (in_flight == 0)
+		{
+			futex_wait(&Region->pending_seq, seq, HELPER_SLICE_MS);
+			continue;
+		}
+
+		/*
+		 * Waiting for reads: say so, then look once more (a backend that
+		 * found no idle helper before we said so left its request for us to
+		 * find here), and let WakeFd end the wait too.
+		 */
+		for_requests = !retired && in_flight < depth;
+		if (for_requests)
+		{
+			(void) pg_atomic_fetch_add_u32(&Region->ring_waiters, 1);
+			in_flight += queue_requests(ring, tier_fd, incarnation,
+										depth - in_flight);
+			if (!poll_armed)
+			{
+				reader_ring_queue_poll_in(ring, WakeFd, WAKE_TAG);
+				poll_armed = true;
+			}
+		}
+		if (reader_ring_submit_and_wait(ring, true, HELPER_SLICE_MS) < 0)
+		{
+			uint32		none = 0;
+
+			(void) pg_atomic_compare_exchange_u32(&Region->ring_errno, &none,
+												  (uint32) errno);
+			_exit(1);
+		}
+		if (for_requests)
+			(void) pg_atomic_fetch_sub_u32(&Region->ring_waiters, 1);
+
+		n = reader_ring_reap(ring, done, lengthof(done));
+		for (int k = 0; k < n; k++)
+		{
+			if (done[k].tag == WAKE_TAG)
+			{
+				eventfd_t	count;
+
+				/* Emptied, or another helper did (EAGAIN): armed again. */
+				poll_armed = false;
+				(void) eventfd_read(WakeFd, &count);
+				continue;
+			}
+			answer((int) done[k].tag, done[k].result < 0 ? -1 : done[k].result,
+				   -done[k].result);
+			in_flight--;
+		}
+	}
+}
+
+/*
  * A helper: PostgreSQL's signal handlers and shared memory are not for
- * it; it only ever takes requests for its incarnation and preads.
+ * it; it only ever takes requests for its incarnation and reads them,
+ * through a ring of bpext.tier_read_depth reads when that is above 1 and
+ * the kernel gives one.
  */
 static void
 helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
 			uint64 dev, uint64 ino)
 {
-	uint32		me = (uint32) getpid();
+	int			keep[2] = {tier_fd, WakeFd};
+	int			depth = bpext_tier_read_depth;
+	ReaderRing *ring = NULL;
 
 	bpext_helper_leave_server();
 	(void) setsid();			/* out of the worker's process group */
-	bpext_close_inherited_fds(&tier_fd, 1);
+	bpext_close_inherited_fds(keep, WakeFd >= 0 ? 2 : 1);
 	PGSharedMemoryDetach();
 	bpext_helper_title("bpext reader helper");
 
 	/* -1 with errno: every read then fails with it. */
 	tier_fd = tier_file_reopen_own(tier_fd, false, dev, ino);
 
-	for (;;)
+	if (depth > 1 && WakeFd >= 0)
 	{
-		uint32		seq = pg_atomic_read_u32(&Region->pending_seq);
-		bool		served = false;
-		int			i;
+		int			save_errno = 0;
 
-		if (pg_atomic_read_u32(&Region->incarnation) != incarnation ||
-			pg_atomic_read_u32(&Region->generation[index]) != generation)
-			_exit(0);
-
-		for (i = 0; i < READ_SLOTS; i++)
+		/* A place for WakeFd's poll beside the reads. */
+		ring = reader_ring_create((unsigned) depth + 1, &save_errno);
+		if (ring == NULL)
 		{
-			ReadSlot   *slot = &Region->slots[i];
-			uint32		expected;
+			uint32		none = 0;
 
-			if (!take_request(slot, me))
-				continue;
-			if (slot->incarnation != incarnation)
-			{
-				/* Another incarnation's: hand it back. */
-				expected = SLOT_BUSY;
-				if (pg_atomic_compare_exchange_u32(&slot->state, &expected,
-												   SLOT_PENDING))
-					pg_atomic_write_u32(&slot->claim, 0);
-				else
-				{
-					pg_atomic_write_u32(&slot->claim, 0);
-					(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
-				}
-				continue;
-			}
-			serve(tier_fd, i);
-			served = true;
+			(void) pg_atomic_compare_exchange_u32(&Region->ring_errno, &none,
+												  (uint32) save_errno);
 		}
-		if (served)
-			continue;
-		futex_wait(&Region->pending_seq, seq, HELPER_SLICE_MS);
 	}
+	if (ring != NULL)
+		read_through_ring(ring, depth, tier_fd, index, generation, incarnation);
+	else
+		read_one_at_a_time(tier_fd, index, generation, incarnation);
 }
 
 /*
@@ -466,7 +691,10 @@ spawn_helper(int index, int fd, uint32 incarnation, uint64 dev, uint64 ino)
 	if (child == 0)
 		helper_main(index, generation, fd, incarnation, dev, ino);
 	if (child > 0)
+	{
 		helper_pid[index] = child;
+		helper_depth[index] = bpext_tier_read_depth;
+	}
 }
 
 /*
@@ -521,12 +749,34 @@ reclaim_slots(void)
 	}
 }
 
-/* Wake every idle helper, to look at the region again. */
+/* Wake every helper, idle or waiting in its ring, to look again. */
 static void
 wake_helpers(void)
 {
 	(void) pg_atomic_fetch_add_u32(&Region->pending_seq, 1);
 	futex_wake(&Region->pending_seq, INT_MAX);
+	wake_ring_waiters();
+}
+
+/*
+ * Say, once in the worker's life, why a helper reads one page at a time
+ * although bpext.tier_read_depth asks for more.
+ */
+static void
+report_ring_failure(void)
+{
+	static bool reported = false;
+	uint32		ring_errno = pg_atomic_exchange_u32(&Region->ring_errno, 0);
+
+	if (ring_errno == 0 || reported)
+		return;
+	reported = true;
+	errno = (int) ring_errno;
+	ereport(LOG,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("bpext reader helpers cannot use io_uring: %m"),
+			 errdetail("Each reader helper reads one tier page at a time, so at most bpext.tier_readers tier reads are at the device at once."),
+			 errhint("io_uring needs Linux 5.11 or later, kernel.io_uring_disabled = 0, and no seccomp filter that refuses it.")));
 }
 
 /*
@@ -548,6 +798,7 @@ tier_readers_maintain(int fd, uint32 incarnation)
 	if (Region == NULL)
 		return;
 	reclaim_slots();
+	report_ring_failure();
 	if (fd < 0 || bpext_tier_readers == 0)
 	{
 		if (pg_atomic_read_u32(&Region->incarnation) != 0)
@@ -572,6 +823,16 @@ tier_readers_maintain(int fd, uint32 incarnation)
 				retired = true;
 			}
 			continue;
+		}
+
+		/*
+		 * Started with another bpext.tier_read_depth: its successor takes
+		 * the next generation, which retires it.
+		 */
+		if (helper_pid[i] != 0 && helper_depth[i] != bpext_tier_read_depth)
+		{
+			helper_pid[i] = 0;
+			retired = true;
 		}
 		if (!worker_child_alive(helper_pid[i]))
 		{

@@ -25,6 +25,9 @@ typedef enum TierReadResult
 /* The most reader helpers bpext.tier_readers may ask for. */
 #define TIER_READERS_MAX		16
 
+/* The most reads bpext.tier_read_depth lets one helper keep in flight. */
+#define TIER_READ_DEPTH_MAX		64
+
 extern void tier_readers_create(void);
 extern TierReadResult tier_readers_read(char *page, off_t offset,
 										uint32 incarnation);

@@ -24,6 +24,9 @@
 # per chroot): each has its own DIR, loop device and hangfs process.  Run
 # as root; DIR must be empty or not exist, and its parent searchable by
 # postgres.  HUNG_DEVICE_MB sets the device's size (default 2048).
+# HUNG_DEVICE_LOOP_DIO=on attaches the loop device with direct I/O, so that
+# it passes requests to hangfs side by side instead of one at a time (the
+# bench's emulated SSD with latency, test/bench/run.sh --tier-latency).
 set -euo pipefail
 
 cmd=${1:?usage: test/hung_device.sh setup|check|hang|release|status|teardown DIR}
@@ -31,6 +34,7 @@ dir=${2:?usage: test/hung_device.sh $cmd DIR}
 here=$(cd "$(dirname "$0")" && pwd)
 size_mb=${HUNG_DEVICE_MB:-2048}
 owner=${HUNG_DEVICE_OWNER:-postgres}
+loop_dio=${HUNG_DEVICE_LOOP_DIO:-off}
 
 fail() { echo "hung_device: $*" >&2; exit 1; }
 
@@ -95,7 +99,8 @@ setup() {
         fail "hangfs did not mount: $(tail -n 1 "$dir/hangfs.log")"
     wait_for 50 status_is answering || fail "hangfs wrote no status"
 
-    losetup --find --show --direct-io=off "$dir/fuse/disk" > "$dir/loopdev" 2> "$dir/losetup.log" ||
+    [[ $loop_dio =~ ^(on|off)$ ]] || fail "HUNG_DEVICE_LOOP_DIO must be on or off, not $loop_dio"
+    losetup --find --show --direct-io="$loop_dio" "$dir/fuse/disk" > "$dir/loopdev" 2> "$dir/losetup.log" ||
         fail "no loop device could be attached: $(tail -n 1 "$dir/losetup.log")"
     local loop
     loop=$(cat "$dir/loopdev")
@@ -109,7 +114,10 @@ setup() {
     mount -t ext4 "$loop" "$dir/ssd" || fail "could not mount $loop"
     chown "$owner" "$dir/ssd"
     chmod 700 "$dir/ssd"
-    echo "hung_device: $dir/ssd is ext4 on $loop on $dir/fuse/disk (${size_mb} MB)"
+    if [ "$loop_dio" = on ] && [ "$(cat "/sys/block/${loop#/dev/}/loop/dio" 2>/dev/null)" != 1 ]; then
+        fail "$loop does not do direct I/O on $dir/fuse/disk (the kernel refused it)"
+    fi
+    echo "hung_device: $dir/ssd is ext4 on $loop (direct I/O $loop_dio) on $dir/fuse/disk (${size_mb} MB)"
 }
 
 # The state letter of process pid (/proc/PID/stat: pid (comm) state ...),

@@ -183,6 +183,10 @@ def main():
         tr_ms = delta(b1, b0, "read_time_ms")
         r["tier_read_us"] = ratio(tr_ms * 1000 if tr_ms is not None else None, r["tier_reads"])
         r["tier_reads_ps"] = ratio(r["tier_reads"], secs)
+        # --tier-latency: the emulated SSD's reads in flight, sampled.
+        inflight = r.get("tier_inflight") or {}
+        r["tier_inflight_mean"] = inflight.get("mean")
+        r["tier_inflight_max"] = inflight.get("max")
         r["tier_writes_ps"] = ratio(r["tier_writes"], secs)
         r["tier_pushed"] = delta(b1, b0, "pages_pushed")
         r["tier_dual_written"] = delta(b1, b0, "pages_dual_written")
@@ -236,7 +240,11 @@ def main():
                  f"RAM budget {p['ram_mb']} MB with shared_buffers {p['shared_buffers_mb']} MB "
                  f"(D/E/E0: {p['big_ram_mb']} MB with {p['big_shared_buffers_mb']} MB). "
                  f"Tier {p['tier_size_mb']} MB, admission {p['admission']}, "
-                 f"write_policy {p['write_policy']}, direct_io {p.get('direct_io', 'on')}. Skew: {p['skew']}.\n")
+                 f"write_policy {p['write_policy']}, direct_io {p.get('direct_io', 'on')}"
+                 f"{', tier_read_depth %s' % p['tier_read_depth'] if p.get('tier_read_depth', 'default') != 'default' else ''}"
+                 f"{', tier_readers %s' % p['tier_readers'] if p.get('tier_readers', 'default') != 'default' else ''}. "
+                 f"Tier file {'on an emulated SSD, %d us a request' % p['tier_latency_us'] if p.get('tier_latency_us') else 'on the fast disk'}. "
+                 f"Skew: {p['skew']}.\n")
 
     # -- the main table
     lines.append("## Throughput (TPS)\n")
@@ -324,8 +332,8 @@ def main():
     lines.append("## Runs\n")
     lines.append("| config | workload | run | round | TPS | latency ms | data disk r/s | w/s | "
                  "shared-buffer misses/txn | read latency us | tier hit % | tier reads/s | "
-                 "tier writes/s | tier read us | load |")
-    lines.append("|" + "---|" * 15)
+                 "tier writes/s | tier read us | SSD reads in flight, mean / max | load |")
+    lines.append("|" + "---|" * 16)
     ordered = sorted(runs, key=lambda r: r["t0"])
     for r in ordered:
         lines.append("| " + " | ".join([
@@ -333,7 +341,10 @@ def main():
             fmt(r["latency_ms"], 2),
             fmt(r["disk_rps"]), fmt(r["disk_wps"]), fmt(r["sb_misses_per_txn"], 2),
             fmt(r["read_latency_us"]), fmt(r["tier_hit_pct"], 1), fmt(r["tier_reads_ps"]),
-            fmt(r["tier_writes_ps"]), fmt(r["tier_read_us"]), r["load"].split()[0]]) + " |")
+            fmt(r["tier_writes_ps"]), fmt(r["tier_read_us"]),
+            "-" if r["tier_inflight_mean"] is None
+            else f"{r['tier_inflight_mean']:.1f} / {r['tier_inflight_max']}",
+            r["load"].split()[0]]) + " |")
     lines.append("")
 
     # -- double caching: the page cache after each run of A and B
@@ -579,7 +590,8 @@ def main():
               "transactions", "failed", "disk_rps", "disk_wps", "sb_misses_per_txn",
               "read_latency_us", "tier_hit_pct", "tier_reads", "tier_writes", "tier_read_us",
               "tier_pushed", "tier_dual_written", "tier_evictions", "clean_evictions",
-              "missed_pushes", "mem_usage", "load", "status"]
+              "missed_pushes", "tier_inflight_mean", "tier_inflight_max", "mem_usage", "load",
+              "status"]
     with open(os.path.join(res, "runs.csv"), "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         wr.writeheader()

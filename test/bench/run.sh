@@ -55,6 +55,9 @@ TIER_SIZE=auto          # MB, B and E: large enough to hold the database
 ADMISSION=evict         # bpext.admission in B and E
 WRITE_POLICY=dual_write # bpext.write_policy in B and E
 DIRECT_IO=off           # bpext.direct_io in B and E (bpext's default)
+TIER_LATENCY_US=0       # >0: the tier on an emulated SSD with this latency per request
+TIER_READ_DEPTH=""      # bpext.tier_read_depth in B and E ("": bpext's default)
+TIER_READERS=""         # bpext.tier_readers in B and E ("": bpext's default)
 CONFIGS=A,B,C,D,E,R
 WORKLOADS=select,skew,skewrw,scan,tpcb
 RAM_TIER_SMALL=auto     # MB, MS: smaller than the database (2/3 of it)
@@ -101,6 +104,12 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --admission evict|read bpext.admission in B and E (default $ADMISSION)
   --write-policy P       bpext.write_policy in B and E (default $WRITE_POLICY)
   --direct-io on|off     bpext.direct_io in B and E (default $DIRECT_IO)
+  --tier-latency TIME    put the tier file on an emulated SSD that answers each request
+                         after TIME (100us, 1ms), many side by side: ext4 on a loop device
+                         (direct I/O) on a FUSE file (test/hung_device.sh); 0 (the default):
+                         the tier file on the fast disk
+  --tier-read-depth N    bpext.tier_read_depth in B and E (default: bpext's)
+  --tier-readers N       bpext.tier_readers in B and E (default: bpext's)
   --io-method M          io_method of every configuration, 18 and later: sync, worker
                          or io_uring (default: the server's, worker)
   --configs LIST         of A,B,C,D,E,R,M (E runs E and E0; R runs R0, RC, RW;
@@ -152,6 +161,14 @@ to_mb() {   # 640, 640MB, 2GB, 1.5GB, 512kB -> MB (integer)
 }
 size_arg() { local m; m=$(to_mb "$2"); [[ $m =~ ^[0-9]+$ ]] || die "$1: not a size: $2"; echo "$m"; }
 int_arg() { [[ $2 =~ ^[0-9]+$ ]] || die "$1: not a number: $2"; echo "$2"; }
+usec_arg() {   # 100us, 1ms, 0 -> microseconds
+    case $2 in
+        0) echo 0 ;;
+        *us) int_arg "$1" "${2%us}" ;;
+        *ms) echo $(( $(int_arg "$1" "${2%ms}") * 1000 )) ;;
+        *) die "$1: a time in us or ms (100us, 1ms), not $2" ;;
+    esac
+}
 
 while [ $# -gt 0 ]; do
     opt=$1; val=${2:-}
@@ -182,6 +199,9 @@ while [ $# -gt 0 ]; do
         --admission) ADMISSION=$val; shift ;;
         --write-policy) WRITE_POLICY=$val; shift ;;
         --direct-io) DIRECT_IO=$val; shift ;;
+        --tier-latency) TIER_LATENCY_US=$(usec_arg "$opt" "$val"); shift ;;
+        --tier-read-depth) TIER_READ_DEPTH=$(int_arg "$opt" "$val"); shift ;;
+        --tier-readers) TIER_READERS=$(int_arg "$opt" "$val"); shift ;;
         --io-method) IO_METHOD=$val; shift ;;
         --configs) CONFIGS=${val^^}; shift ;;
         --workloads) WORKLOADS=$val; shift ;;
@@ -289,6 +309,8 @@ jstr() { local s=${1//\\/\\\\}; s=${s//\"/\\\"}; printf '"%s"' "$s"; }
 # ---------------------------------------------------------------- state for cleanup
 WORK=""
 LOOP=""
+TIERDEV=""                  # the emulated SSD's directory (--tier-latency)
+TIERLOOP=""                 # and its loop device's name
 MAJMIN=""
 MNT=""
 THROTTLED=0
@@ -372,6 +394,10 @@ cleanup() {
     fi
     if [ -n "$LOOP" ]; then
         losetup -d "$LOOP" 2>/dev/null || { sleep 2; losetup -d "$LOOP"; }
+    fi
+    if [ -n "$TIERDEV" ]; then
+        "$TOP/test/hung_device.sh" teardown "$TIERDEV" ||
+            say "warning: could not tear down the emulated SSD at $TIERDEV"
     fi
     # A run cut short still gets a report of what it measured.
     if [ "$REPORTED" = 0 ] && [ -s "${MANIFEST:-/nonexistent}" ] && grep -q '"kind":"run"' "$MANIFEST"; then
@@ -598,6 +624,23 @@ if [ "$CG_MODE" = v2 ]; then
         CG2_SUBTREE_ADDED=$(echo "$missing" | sed 's/+/-/g')
     fi
 fi
+# ---------------------------------------------------------------- the emulated SSD
+if [ "$TIER_LATENCY_US" -gt 0 ]; then
+    TIERDEV=$WORK/tierdev
+    phase "emulated SSD for the tier: ${TIER_LATENCY_US} us a request, $((TIER_SIZE + 512)) MB"
+    HUNG_DEVICE_MB=$((TIER_SIZE + 512)) HUNG_DEVICE_LOOP_DIO=on \
+        "$TOP/test/hung_device.sh" setup "$TIERDEV" | tail -n 1 ||
+        die "could not set up the emulated SSD (test/hung_device.sh setup $TIERDEV)"
+    echo "$TIER_LATENCY_US" > "$TIERDEV/ctl/latency_us"
+    for _ in $(seq 1 50); do
+        grep -qx "latency_us=$TIER_LATENCY_US" "$TIERDEV/ctl/status" && break
+        sleep 0.1
+    done
+    grep -qx "latency_us=$TIER_LATENCY_US" "$TIERDEV/ctl/status" ||
+        die "the emulated SSD did not take its latency"
+    TIERLOOP=$(basename "$(cat "$TIERDEV/loopdev")")
+    TIERFILE=$TIERDEV/ssd/tier.bpe
+fi
 say "$LOOP ($MAJMIN) on $MNT; cgroup $CG_MODE; tier file $TIERFILE"
 
 loop_stat_json() {
@@ -621,7 +664,9 @@ cat > "$RESULTS/params.json" <<JSON
  "big_ram_mb": $BIG_RAM, "tier_size_mb": $TIER_SIZE, "admission": "$ADMISSION",
  "ram_tier_small_mb": $RAM_TIER_SMALL, "ram_tier_large_mb": $RAM_TIER_LARGE,
  "ram_workloads": "$RAM_WORKLOADS", "ram_warmup": $RAM_WARMUP,
- "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO", "io_method": "${IO_METHOD:-default}", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
+ "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO",
+ "tier_latency_us": $TIER_LATENCY_US, "tier_read_depth": $(jstr "${TIER_READ_DEPTH:-default}"),
+ "tier_readers": $(jstr "${TIER_READERS:-default}"), "io_method": "${IO_METHOD:-default}", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
  "overhead_workloads": "$OVERHEAD_WORKLOADS", "skew": "$SKEW",
  "skew_update_pct": $SKEW_UPDATE_PCT, "protocol": "$PROTOCOL",
  "db_bytes": $DB_BYTES, "accounts_bytes": $ACC_BYTES, "accounts_pkey_bytes": $IDX_BYTES,
@@ -654,6 +699,8 @@ start_config() {   # name data-dir slow(0|1) shared-buffers-MB ram-MB bpext(0|1)
                "bpext.admission = $ADMISSION"
                "bpext.write_policy = $WRITE_POLICY"
                "bpext.direct_io = $DIRECT_IO"
+               ${TIER_READ_DEPTH:+"bpext.tier_read_depth = $TIER_READ_DEPTH"}
+               ${TIER_READERS:+"bpext.tier_readers = $TIER_READERS"}
                # B and E measure a tier that starts empty; only RW keeps it.
                "bpext.warm_restart = ${WARM_RESTART:-off}")
     fi
@@ -733,13 +780,30 @@ run_pgbench() {   # workload seconds tag
         -c "$clients" -j "$threads" -T "$secs" -P 1 "${args[@]}" postgres > "$log" 2>&1 &
     local pgb=$!
     CUR_PGB=$pgb
+    # The emulated SSD's reads in flight, every 0.1 s while pgbench runs.
+    local inflight_log=$WORK/logs/inflight.txt sampler=""
+    if [ -n "$TIERLOOP" ] && [ "$CUR_BPEXT" = 1 ]; then
+        : > "$inflight_log"
+        ( while kill -0 "$pgb" 2>/dev/null; do
+              awk '{ print $1 }' "/sys/block/$TIERLOOP/inflight" >> "$inflight_log"
+              sleep 0.1
+          done ) &
+        sampler=$!
+    fi
     # Show every PROGRESS_EVERY-th progress line while it runs.
     tail -n +1 -F --pid=$pgb "$log" 2>/dev/null | awk -v every="$PROGRESS_EVERY" '
         /^progress:/ { if (int($2) % every == 0) { print "    " $0; fflush() } }' &
     local tailer=$!
     wait "$pgb" || rc=$?
     wait "$tailer" 2>/dev/null || true
+    [ -z "$sampler" ] || wait "$sampler" 2>/dev/null || true
     CUR_PGB=""
+    local inflight=null
+    if [ -n "$sampler" ]; then
+        inflight=$(awk '{ n++; s += $1; if ($1 > m) m = $1 }
+                        END { printf "{\"mean\":%.2f,\"max\":%d}", n ? s / n : 0, m }' "$inflight_log")
+        say "$CUR_CFG $wl ($tag): emulated SSD reads in flight $inflight"
+    fi
     t1=$(now)
     sleep 1   # let the exiting backends flush their statistics
     local tps lat
@@ -750,7 +814,7 @@ run_pgbench() {   # workload seconds tag
         tail -n 5 "$log" | sed 's/^/    /'
     fi
     say "$CUR_CFG $wl ($tag): ${tps:-?} tps, latency ${lat:-?} ms, data disk $(loop_delta "$dev0" "$(loop_stat_json)" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")"
-    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"round\":${CUR_ROUND:-1},\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
+    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"round\":${CUR_ROUND:-1},\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"tier_inflight\":$inflight,\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
     case $CUR_CFG in A|B) cache_snapshot "$wl" "$tag" ;; esac
 }
 
@@ -880,10 +944,18 @@ ram_config() {   # name bpext(0|1) tier-MB
     rm -rf "$FASTDATA"
 }
 
+tier_disk() {
+    if [ "$TIER_LATENCY_US" -gt 0 ]; then
+        echo "an emulated SSD (${TIER_LATENCY_US} us a request)"
+    else
+        echo "the fast disk"
+    fi
+}
+
 describe() {
     case $1 in
         A) echo "A: no tier, data on the ${READ_IOPS}-IOPS disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB" ;;
-        B) echo "B: bpext tier ${TIER_SIZE}MB on the fast disk, data on the ${READ_IOPS}-IOPS disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB" ;;
+        B) echo "B: bpext tier ${TIER_SIZE}MB on $(tier_disk), data on the ${READ_IOPS}-IOPS disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB" ;;
         C) echo "C: data on the fast disk, shared_buffers ${SHARED_BUFFERS}MB, RAM ${RAM}MB (SSD ceiling)" ;;
         D) echo "D: shared_buffers ${BIG_SB}MB, data on the ${READ_IOPS}-IOPS disk, RAM ${BIG_RAM}MB (RAM ceiling)" ;;
         E) echo "E/E0: shared_buffers ${BIG_SB}MB, data on the fast disk, RAM ${BIG_RAM}MB, bpext tier on / not loaded" ;;

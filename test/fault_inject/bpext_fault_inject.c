@@ -55,6 +55,11 @@
  * A third number in a sleep fault's file, "ms N pid", limits it to the
  * process with that pid.
  *
+ * io_uring's reads never pass through these calls, so no fault could reach
+ * them: io_uring_setup() fails with ENOSYS, as on a kernel without it, and
+ * bpext's reader helpers read with pread.  (A real device that hangs,
+ * test/hung_device.sh, holds their io_uring reads.)
+ *
  * Every other file, and every process's other I/O, goes straight through.
  * A descriptor this library did not see opened (received over a socket,
  * duplicated, opened through /proc/self/fd) is tracked by what it points
@@ -79,6 +84,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -129,6 +135,7 @@ static int	(*real_stat) (const char *, struct stat *);
 static int	(*real_lstat) (const char *, struct stat *);
 static int	(*real_access) (const char *, int);
 static int	(*real_statvfs) (const char *, struct statvfs *);
+static long (*real_syscall) (long,...);
 
 #define RESOLVE(name) \
 	do { if (real_##name == NULL) real_##name = dlsym(RTLD_NEXT, #name); } while (0)
@@ -844,4 +851,30 @@ statvfs(const char *path, struct statvfs *buf)
 	RESOLVE(statvfs);
 	sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
 	return real_statvfs(path, buf);
+}
+
+/*
+ * syscall(): io_uring_setup is refused (see the file header); every other
+ * call goes through unchanged, with the six arguments the kernel takes at
+ * most (glibc's own syscall() reads as many whatever the caller passed).
+ */
+long
+syscall(long number,...)
+{
+	va_list		ap;
+	long		arg[6];
+	int			i;
+
+	va_start(ap, number);
+	for (i = 0; i < 6; i++)
+		arg[i] = va_arg(ap, long);
+	va_end(ap);
+	if (number == SYS_io_uring_setup)
+	{
+		errno = ENOSYS;
+		return -1;
+	}
+	RESOLVE(syscall);
+	return real_syscall(number, arg[0], arg[1], arg[2], arg[3], arg[4],
+						arg[5]);
 }

@@ -181,7 +181,12 @@ watch(void *arg)
 static void *
 hf_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
-	(void) conn;
+	/*
+	 * As many asynchronous requests (a loop device's direct I/O) side by
+	 * side as there are threads to serve them; the kernel's default is 12.
+	 */
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
 	cfg->direct_io = 1;
 	cfg->kernel_cache = 0;
 	return NULL;
