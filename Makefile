@@ -62,7 +62,7 @@ EXTRA_CLEAN = src/test_hooks.o src/test_hooks.bc
 
 EXTENSION = bpext
 DATA = bpext--1.0.sql bpext--1.0--1.1.sql bpext--1.1--1.2.sql \
-	bpext--1.2--1.3.sql bpext--1.3--1.4.sql
+	bpext--1.2--1.3.sql bpext--1.3--1.4.sql bpext--1.4--1.5.sql
 PGFILEDESC = "bpext - SSD buffer pool extension"
 
 # The regression and isolation suites run in a temporary instance that

@@ -46,6 +46,7 @@
 #include "tier_control.h"
 #include "tier_file.h"
 #include "tier_map.h"
+#include "tier_readers.h"
 #include "wait_events.h"
 #include "warm_restart.h"
 
@@ -55,6 +56,7 @@ PG_FUNCTION_INFO_V1(bpext_configuration_1_4);
 PG_FUNCTION_INFO_V1(bpext_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_stats_1_2);
 PG_FUNCTION_INFO_V1(bpext_stats_1_4);
+PG_FUNCTION_INFO_V1(bpext_stats_1_5);
 PG_FUNCTION_INFO_V1(bpext_stats_reset);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_0);
 PG_FUNCTION_INFO_V1(bpext_database_stats_1_4);
@@ -223,6 +225,7 @@ add_unreferenced(const TierPageInfo *info, void *arg)
 #define STATS_COLUMNS_1_0	28
 #define STATS_COLUMNS_1_2	30
 #define STATS_COLUMNS_1_4	35
+#define STATS_COLUMNS_1_5	37
 
 /* Fill the 1.0 columns of bpext_stats. */
 static void
@@ -319,22 +322,18 @@ bpext_stats_1_2(PG_FUNCTION_ARGS)
 }
 
 /*
- * 1.4 adds adaptive admission (adaptive_admission.c): whether the worker
- * has paused it, how often it paused and resumed it, and the tier hits it
- * probed, with those whose data-file page the kernel had cached.
+ * Fill the columns of bpext_stats up to 1.4's.  1.4 added adaptive
+ * admission (adaptive_admission.c): whether the worker has paused it, how
+ * often it paused and resumed it, and the tier hits it probed, with those
+ * whose data-file page the kernel had cached.
  */
-Datum
-bpext_stats_1_4(PG_FUNCTION_ARGS)
+static void
+stats_values_1_4(Datum *values, bool *nulls)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	BpextCounters c;
 	TimestampTz reset_at;
-	Datum		values[STATS_COLUMNS_1_4];
-	bool		nulls[STATS_COLUMNS_1_4] = {0};
 	int			i = STATS_COLUMNS_1_2;
 
-	bpext_require_preloaded();
-	InitMaterializedSRF(fcinfo, 0);
 	bpext_stats_sum(&c, &reset_at);
 	stats_values(&c, reset_at, values, nulls);
 	values[STATS_COLUMNS_1_0] = Int64GetDatum(c.clean_evictions);
@@ -345,6 +344,43 @@ bpext_stats_1_4(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(c.hit_probes);
 	values[i++] = Int64GetDatum(c.hit_probes_cached);
 	Assert(i == STATS_COLUMNS_1_4);
+}
+
+Datum
+bpext_stats_1_4(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[STATS_COLUMNS_1_4];
+	bool		nulls[STATS_COLUMNS_1_4] = {0};
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	stats_values_1_4(values, nulls);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	return (Datum) 0;
+}
+
+/*
+ * 1.5 adds the tier reads handed to the reader helpers at this moment:
+ * those no helper has taken yet, and those a helper has at the device
+ * (tier_readers.c), a view of the queue that extension_outstanding_io,
+ * which counts the sessions in a tier read, does not give.
+ */
+Datum
+bpext_stats_1_5(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Datum		values[STATS_COLUMNS_1_5];
+	bool		nulls[STATS_COLUMNS_1_5] = {0};
+	int			waiting;
+	int			at_device;
+
+	bpext_require_preloaded();
+	InitMaterializedSRF(fcinfo, 0);
+	stats_values_1_4(values, nulls);
+	tier_readers_count(&waiting, &at_device);
+	values[STATS_COLUMNS_1_4] = Int64GetDatum(waiting);
+	values[STATS_COLUMNS_1_4 + 1] = Int64GetDatum(at_device);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	return (Datum) 0;
 }

@@ -855,6 +855,31 @@ tier_readers_maintain(int fd, uint32 incarnation)
 }
 
 /*
+ * For bpext_stats: the requests no helper has taken yet (PENDING), and
+ * those a helper has at the device (BUSY, and ABANDONED: their backend
+ * gave up, the read goes on).  A snapshot slot by slot, not atomic.
+ */
+void
+tier_readers_count(int *waiting, int *at_device)
+{
+	int			i;
+
+	*waiting = 0;
+	*at_device = 0;
+	if (Region == NULL)
+		return;
+	for (i = 0; i < READ_SLOTS; i++)
+	{
+		uint32		state = pg_atomic_read_u32(&Region->slots[i].state);
+
+		if (state == SLOT_PENDING)
+			(*waiting)++;
+		else if (state == SLOT_BUSY || state == SLOT_ABANDONED)
+			(*at_device)++;
+	}
+}
+
+/*
  * In the bpext worker, when it lets go of the tier file or exits: every
  * helper is killed, also those retired earlier that are still stuck.  An
  * idle one ends at once; one stuck in a read ends when (if ever) the read

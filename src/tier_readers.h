@@ -33,5 +33,6 @@ extern TierReadResult tier_readers_read(char *page, off_t offset,
 										uint32 incarnation);
 extern void tier_readers_maintain(int fd, uint32 incarnation);
 extern void tier_readers_stop(void);
+extern void tier_readers_count(int *waiting, int *at_device);
 
 #endif							/* BPEXT_TIER_READERS_H */

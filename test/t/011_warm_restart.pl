@@ -685,7 +685,7 @@ is( $standby->safe_psql('upd',
 $standby->safe_psql('upd', 'ALTER EXTENSION bpext UPDATE');
 is($standby->safe_psql('upd',
 		"SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
-	'1.4', 'updated to 1.4');
+	'1.5', 'updated to 1.5');
 is( $standby->safe_psql('upd',
 		'SELECT start_mode IS NOT NULL AND pages_reused >= 0 FROM bpext_configuration'),
 	't', '1.1: start_mode and pages_reused');

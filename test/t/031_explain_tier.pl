@@ -363,8 +363,8 @@ my $surface = q{
 	 ORDER BY 1};
 $node->safe_psql('postgres', 'CREATE DATABASE upd; CREATE DATABASE fresh');
 $node->safe_psql('upd', q{CREATE EXTENSION bpext VERSION '1.3'});
-$node->safe_psql('upd', q{ALTER EXTENSION bpext UPDATE});
-$node->safe_psql('fresh', q{CREATE EXTENSION bpext});
+$node->safe_psql('upd', q{ALTER EXTENSION bpext UPDATE TO '1.4'});
+$node->safe_psql('fresh', q{CREATE EXTENSION bpext VERSION '1.4'});
 is($node->safe_psql('upd', "SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
 	'1.4', 'updated from 1.3 to 1.4');
 is($node->safe_psql('upd', $surface), $node->safe_psql('fresh', $surface),

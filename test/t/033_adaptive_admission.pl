@@ -235,10 +235,7 @@ my $surface = q{
 $node->safe_psql('postgres', 'CREATE DATABASE upd; CREATE DATABASE fresh');
 $node->safe_psql('upd', q{CREATE EXTENSION bpext VERSION '1.3'});
 $node->safe_psql('upd', q{ALTER EXTENSION bpext UPDATE TO '1.4'});
-$node->safe_psql('fresh', q{CREATE EXTENSION bpext});
-is($node->safe_psql('fresh',
-		"SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
-	'1.4', 'a fresh install is 1.4');
+$node->safe_psql('fresh', q{CREATE EXTENSION bpext VERSION '1.4'});
 is($node->safe_psql('upd', $surface), $node->safe_psql('fresh', $surface),
 	'1.3 -> 1.4: the same objects, definitions and privileges as a fresh 1.4');
 is( $node->safe_psql('upd', q{
@@ -258,6 +255,31 @@ is( $node->safe_psql('upd', q{
 		       AND c.map_bytes_per_page > o.map_bytes_per_page
 		  FROM bpext_configuration c, bpext_configuration_1_1() o}),
 	't', 'map_bytes_per_page: the exact figure, of which 1.1 shows the whole bytes');
+
+# 1.4 -> 1.5, the latest: bpext_stats gains the reads handed to the reader
+# helpers, and the 1.4 function keeps its columns.
+$node->safe_psql('postgres', 'CREATE DATABASE upd5; CREATE DATABASE fresh5');
+$node->safe_psql('upd5', q{CREATE EXTENSION bpext VERSION '1.4'});
+$node->safe_psql('upd5', q{ALTER EXTENSION bpext UPDATE});
+$node->safe_psql('fresh5', q{CREATE EXTENSION bpext});
+is($node->safe_psql('fresh5',
+		"SELECT extversion FROM pg_extension WHERE extname = 'bpext'"),
+	'1.5', 'a fresh install is 1.5');
+is($node->safe_psql('upd5', $surface), $node->safe_psql('fresh5', $surface),
+	'1.4 -> 1.5: the same objects, definitions and privileges as a fresh 1.5');
+is( $node->safe_psql('upd5', q{
+		SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+		 WHERE attrelid = 'bpext_stats'::regclass AND attnum > 35}),
+	'reads_waiting_for_helper,reads_at_device',
+	'1.5: bpext_stats ends with the reads waiting for a helper and at the device');
+is( $node->safe_psql('upd5', q{
+		SELECT reads_waiting_for_helper >= 0 AND reads_at_device >= 0
+		   AND has_table_privilege('pg_monitor', 'bpext_stats', 'SELECT')
+		   AND NOT has_function_privilege('public', 'bpext_stats_1_5()', 'EXECUTE')
+		  FROM bpext_stats}),
+	't', '1.5: the new counters read, pg_monitor may read them, PUBLIC may not');
+is($node->safe_psql('upd5', q{SELECT count(*) FROM bpext_stats_1_4()}), '1',
+	'1.5: the 1.4 function still answers');
 
 $node->stop;
 done_testing();

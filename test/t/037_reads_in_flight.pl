@@ -12,8 +12,9 @@
 #  1. bpext.io_timeout = 60s.  The device hangs; 8 sessions each read one
 #     block of a table held in the tier (bpext.direct_io = on: every tier
 #     read goes to the helper).  The device has 8 reads in flight from the
-#     single helper, and bpext_stats.extension_outstanding_io counts the 8
-#     sessions waiting.  The device answers: every session gets its row,
+#     single helper, bpext_stats.reads_at_device says 8 (and none waits for
+#     a helper), and extension_outstanding_io counts the 8 sessions
+#     waiting.  The device answers: every session gets its row,
 #     served by the tier (8 more hits), with no I/O error.
 #  2. bpext.io_timeout = 1s.  The same, with the device left hung: every
 #     session gets its row (from the data file) within io_timeout + 5 s,
@@ -198,7 +199,7 @@ my $uring_refused = sub {
 	bpext_device_hang($dev);
 	my @blocks = read_blocks(10);
 
-	my ($most, $outstanding) = (0, 0);
+	my ($most, $outstanding, $at_device, $waiting) = (0, 0, 0, -1);
 	my $deadline = time() + 15;
 	while (time() < $deadline && $most < $sessions)
 	{
@@ -207,21 +208,27 @@ my $uring_refused = sub {
 		usleep(20_000);
 	}
 	my (undef, $out) = ask($monitor,
-		q{SELECT 'outstanding', extension_outstanding_io FROM bpext_stats;},
-		qr/outstanding\|\d+/, 10);
-	$outstanding = $1 if $out =~ /outstanding\|(\d+)/;
+		q{SELECT 'outstanding', extension_outstanding_io, reads_at_device, reads_waiting_for_helper FROM bpext_stats;},
+		qr/outstanding\|\d+\|\d+\|\d+/, 10);
+	($outstanding, $at_device, $waiting) = ($1, $2, $3)
+	  if $out =~ /outstanding\|(\d+)\|(\d+)\|(\d+)/;
 	my $released = bpext_device_release($dev);
 
 	SKIP:
 	{
-		skip 'this kernel refuses io_uring to the reader helpers (the server log says why)', 2
+		skip 'this kernel refuses io_uring to the reader helpers (the server log says why)', 4
 		  if $uring_refused->();
 		cmp_ok($most, '>=', $sessions,
 			"1: the device has $sessions reads in flight from one reader helper");
+		is($at_device, $sessions,
+			"1: bpext_stats.reads_at_device says the helpers have $sessions at the device");
+		is($waiting, 0, '1: bpext_stats.reads_waiting_for_helper: none waits for a helper');
 		cmp_ok($outstanding, '>=', $sessions,
 			"1: bpext_stats.extension_outstanding_io counts the $sessions sessions waiting");
 	}
-	note("1: at most $most reads in flight at the device, extension_outstanding_io $outstanding");
+	note("1: at most $most reads in flight at the device; bpext_stats: "
+		  . "extension_outstanding_io $outstanding, reads_at_device $at_device, "
+		  . "reads_waiting_for_helper $waiting");
 
 	my ($all) = rows_back(30, @blocks);
 	ok($all, '1: every session gets the row of its block once the device answers');
