@@ -63,8 +63,8 @@ struct ReaderRing
 
 /*
  * A ring for depth requests at once, or NULL with *save_errno set (ENOSYS
- * for a kernel that lacks what the ring needs).  Nothing is freed on the
- * way out: a helper that has a ring keeps it until it exits.
+ * for a kernel that lacks what the ring needs).  A helper that has a ring
+ * keeps it until it exits: there is no function to free one.
  */
 ReaderRing *
 reader_ring_create(unsigned depth, int *save_errno)
@@ -105,10 +105,19 @@ reader_ring_create(unsigned depth, int *save_errno)
 	sqes = mmap(NULL, params.sq_entries * sizeof(struct io_uring_sqe),
 				PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd,
 				IORING_OFF_SQES);
-	ring = malloc(sizeof(ReaderRing));
-	if (sqes == MAP_FAILED || ring == NULL)
+	if (sqes == MAP_FAILED)
 	{
-		*save_errno = sqes == MAP_FAILED ? errno : ENOMEM;
+		*save_errno = errno;
+		munmap(queues, Max(sq_bytes, cq_bytes));
+		close(fd);
+		return NULL;
+	}
+	ring = malloc(sizeof(ReaderRing));
+	if (ring == NULL)
+	{
+		*save_errno = ENOMEM;
+		munmap(sqes, params.sq_entries * sizeof(struct io_uring_sqe));
+		munmap(queues, Max(sq_bytes, cq_bytes));
 		close(fd);
 		return NULL;
 	}
@@ -187,30 +196,32 @@ reader_ring_queue_poll_in(ReaderRing *ring, int fd, uint64 tag)
 }
 
 /*
- * Hand the kernel what is queued and, if wait, wait up to ms milliseconds
- * for at least one completion.  0 when done or when the wait ended without
- * one (a timeout, a signal); -1 with errno for a ring that no longer works.
+ * Hand the kernel what is queued, and wait up to ms milliseconds for at
+ * least one completion.  0 when that is done, or when the wait ended
+ * without a completion (a timeout, a signal); -1 with errno when the
+ * kernel took nothing: EAGAIN or EBUSY for want of resources for now (try
+ * again a little later), anything else for a ring that no longer works.
+ * What the kernel did not take stays queued for the next call.
  */
 int
-reader_ring_submit_and_wait(ReaderRing *ring, bool wait, int ms)
+reader_ring_submit_and_wait(ReaderRing *ring, int ms)
 {
-	struct __kernel_timespec ts = {.tv_sec = ms / 1000,
-	.tv_nsec = (ms % 1000) * 1000000L};
-	struct io_uring_getevents_arg arg = {.sigmask = 0,
+	struct __kernel_timespec ts = {
+		.tv_sec = ms / 1000,
+		.tv_nsec = (ms % 1000) * 1000000L
+	};
+	struct io_uring_getevents_arg arg = {
+		.sigmask = 0,
 		.sigmask_sz = 0,
-	.ts = (uint64) (uintptr_t) &ts};
-	uint32		to_submit;
+		.ts = (uint64) (uintptr_t) &ts
+	};
+	uint32		to_submit = *ring->sq_tail - *ring->sq_head;
 	long		ret;
 
-	pg_read_barrier();
-	to_submit = *ring->sq_tail - *ring->sq_head;
-	if (to_submit == 0 && !wait)
-		return 0;
-	ret = syscall(__NR_io_uring_enter, ring->fd, to_submit, wait ? 1 : 0,
-				  wait ? IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG : 0,
-				  wait ? &arg : NULL, wait ? sizeof(arg) : 0);
-	if (ret >= 0 || errno == ETIME || errno == EINTR ||
-		errno == EAGAIN || errno == EBUSY)
+	ret = syscall(__NR_io_uring_enter, ring->fd, to_submit, 1,
+				  IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+				  &arg, sizeof(arg));
+	if (ret >= 0 || errno == ETIME || errno == EINTR)
 		return 0;
 	return -1;
 }

@@ -26,7 +26,7 @@ extern ReaderRing *reader_ring_create(unsigned depth, int *save_errno);
 extern void reader_ring_queue_read(ReaderRing *ring, int fd, void *buf,
 								   size_t len, off_t offset, uint64 tag);
 extern void reader_ring_queue_poll_in(ReaderRing *ring, int fd, uint64 tag);
-extern int	reader_ring_submit_and_wait(ReaderRing *ring, bool wait, int ms);
+extern int	reader_ring_submit_and_wait(ReaderRing *ring, int ms);
 extern int	reader_ring_reap(ReaderRing *ring, ReaderRingDone *done, int max);
 
 #endif							/* BPEXT_READER_RING_H */

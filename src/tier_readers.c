@@ -71,9 +71,11 @@
  * the kernel cannot keep the next postmaster from starting.  A helper
  * serves only requests for its incarnation, and exits when the region's
  * incarnation or its own generation number changes (the worker wants fewer
- * helpers).  When the worker lets go of the file, or exits, it kills them
- * all (SIGKILL), so that one stuck in a read does not wake up to serve
- * anything: it ends as soon as its read returns.  A backend hands a read
+ * helpers, or another depth; the worker also kills a helper it retires).
+ * When the worker lets go of the file, or exits, it kills them all
+ * (SIGKILL), so that one stuck in a read does not wake up to serve
+ * anything: one in pread ends as soon as its read returns, one with a ring
+ * at once (its reads still at the device complete into its own pages).  A backend hands a read
  * to the helpers only when the region says helpers serve the incarnation
  * of its own descriptor; otherwise, or when every slot is taken, the block
  * is a plain miss (read from the data file).
@@ -84,14 +86,19 @@
  * it completes, so that the reads in flight follow the sessions waiting
  * rather than the number of helpers; with 1, or where the kernel refuses
  * io_uring, it preads one page at a time.  The slot protocol above is the
- * same either way.  Waking: an idle helper sleeps on the pending_seq
- * futex, and a backend wakes one; a helper with reads in flight waits in
- * io_uring_enter, which no futex can end, so it counts itself in
- * ring_waiters and keeps a poll of WakeFd (an eventfd) queued, and a
- * backend that found no idle helper to wake writes WakeFd if anyone waits
- * so.  Both sides bump an atomic (pending_seq, ring_waiters) before they
- * look at the other's side, so either the helper sees the request or the
- * backend sees the helper waiting.
+ * same either way: a ring helper reads into pages of its own and copies
+ * the page into the slot it holds in BUSY (see HelperRing for why).
+ *
+ * Waking: an idle helper sleeps on the pending_seq futex, and a backend
+ * wakes one.  A helper with reads in flight waits in io_uring_enter, which
+ * no futex can end; while it has room for more it puts its pid in its
+ * ring_waiting word and keeps a poll of its own eventfd (WakeFds[index])
+ * queued, and a backend whose futex wake found no idle helper writes the
+ * eventfd of every helper that waits so.  Each side makes its own change
+ * with a full barrier (the fetch-add of pending_seq, the exchange of
+ * ring_waiting) before it looks at the other's, so either the helper sees
+ * the request or the backend sees the helper waiting.  A full helper waits
+ * for its reads alone: the request waits for a read to complete.
  *
  * Nothing here allocates or raises an error in a backend: it runs inside
  * smgr calls.  Linux only (futexes, preadv2, io_uring), as bpext is.
@@ -133,9 +140,14 @@ StaticAssertDecl(TIER_READ_DEPTH_MAX <= READ_SLOTS,
 /* A ring completion that is not a read: the wake-up descriptor's poll. */
 #define WAKE_TAG			((uint64) READ_SLOTS)
 
-/* How often a waiting backend looks up, and an idle helper. */
+/*
+ * How often a waiting backend looks up, and an idle helper; a helper with
+ * reads in flight is woken for every change, and its timeout is only a
+ * backstop.
+ */
 #define BACKEND_SLICE_MS	100
 #define HELPER_SLICE_MS		1000
+#define RING_WAIT_MS		10000
 
 typedef enum ReadSlotState
 {
@@ -164,10 +176,14 @@ typedef struct ReadersRegion
 									 * incarnation; 0: none */
 	pg_atomic_uint32 pending_seq;	/* bumped for every request and every
 									 * change; idle helpers sleep on it */
-	pg_atomic_uint32 ring_waiters;	/* helpers waiting in their ring, for
-									 * their reads or for WakeFd */
+	pg_atomic_uint32 ring_waiting[TIER_READERS_MAX];	/* pid of helper i while
+														 * it waits in its ring
+														 * with room for more
+														 * reads; else 0 */
 	pg_atomic_uint32 ring_errno;	/* why a helper could not make its ring
 									 * (0: none failed); the worker logs it */
+	pg_atomic_uint32 ring_failed;	/* errno of a ring that stopped working:
+									 * no helper makes one after that */
 	pg_atomic_uint32 generation[TIER_READERS_MAX];	/* of each helper */
 	ReadSlot	slots[READ_SLOTS];
 } ReadersRegion;
@@ -178,13 +194,13 @@ typedef struct ReadersRegion
 static ReadersRegion *Region = NULL;
 
 /*
- * An eventfd every process inherits from the postmaster, as the region: a
- * backend that finds no idle helper to wake writes to it, and it wakes the
- * helpers waiting in their rings for reads in flight (a futex cannot wake
- * a process waiting in io_uring_enter).  -1: none, and helpers read one
- * page at a time.
+ * An eventfd per helper index, which every process inherits from the
+ * postmaster, as the region: a backend that finds no idle helper to wake
+ * writes those of the helpers waiting in their rings (a futex cannot wake
+ * a process waiting in io_uring_enter).  Each helper polls and empties
+ * only its own.  -1: none, and that helper reads one page at a time.
  */
-static int	WakeFd = -1;
+static int	WakeFds[TIER_READERS_MAX];
 
 /*
  * In the bpext worker: its helper for each index, 0 for none, and the
@@ -216,13 +232,22 @@ futex_wake(pg_atomic_uint32 *word, int n)
 						 NULL, NULL, 0);
 }
 
-/* Wake the helpers waiting in their rings. */
-static inline void
+/*
+ * Wake every helper waiting in its ring with room for more reads: each
+ * looks at the slots again, and one that finds nothing waits again.  (A
+ * write can only fail with the counter full: the helper is woken anyway.)
+ */
+static void
 wake_ring_waiters(void)
 {
-	/* It can only fail with the counter full: they are woken anyway. */
-	if (WakeFd >= 0)
-		(void) eventfd_write(WakeFd, 1);
+	int			i;
+
+	for (i = 0; i < TIER_READERS_MAX; i++)
+	{
+		if (pg_atomic_read_u32(&Region->ring_waiting[i]) != 0 &&
+			WakeFds[i] >= 0)
+			(void) eventfd_write(WakeFds[i], 1);
+	}
 }
 
 /* Has process pid (0: not known yet) certainly exited? */
@@ -245,6 +270,8 @@ tier_readers_create(void)
 							  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int			i;
 
+	for (i = 0; i < TIER_READERS_MAX; i++)
+		WakeFds[i] = -1;
 	if (region == MAP_FAILED)
 	{
 		ereport(LOG,
@@ -256,22 +283,31 @@ tier_readers_create(void)
 	Region = region;
 	pg_atomic_init_u32(&Region->incarnation, 0);
 	pg_atomic_init_u32(&Region->pending_seq, 0);
-	pg_atomic_init_u32(&Region->ring_waiters, 0);
 	pg_atomic_init_u32(&Region->ring_errno, 0);
+	pg_atomic_init_u32(&Region->ring_failed, 0);
 	for (i = 0; i < TIER_READERS_MAX; i++)
+	{
 		pg_atomic_init_u32(&Region->generation[i], 0);
+		pg_atomic_init_u32(&Region->ring_waiting[i], 0);
+	}
 	for (i = 0; i < READ_SLOTS; i++)
 	{
 		pg_atomic_init_u32(&Region->slots[i].state, SLOT_FREE);
 		pg_atomic_init_u32(&Region->slots[i].claim, 0);
 	}
 
-	WakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (WakeFd < 0)
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("bpext could not create an eventfd for its tier readers: %m"),
-				 errdetail("Each reader helper reads one tier page at a time.")));
+	for (i = 0; i < TIER_READERS_MAX; i++)
+	{
+		WakeFds[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (WakeFds[i] < 0)
+		{
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("bpext could not create an eventfd for its tier readers: %m"),
+					 errdetail("Reader helpers without one read one tier page at a time.")));
+			break;
+		}
+	}
 }
 
 /* Clear a claim whose helper is gone (a CAS from the pid seen). */
@@ -339,14 +375,13 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 	(void) pg_atomic_exchange_u32(&slot->state, SLOT_PENDING);
 
 	/*
-	 * An idle helper if there is one; else those with reads in flight.  The
-	 * fetch-add and a ring waiter's own fetch-add on ring_waiters, before it
-	 * looks at the slots, are full barriers: either it sees this request or
-	 * this sees it waiting.
+	 * An idle helper if there is one; else those with reads in flight and
+	 * room for more.  The fetch-add, and a ring waiter's exchange on its
+	 * ring_waiting word before it looks at the slots, are full barriers:
+	 * either it sees this request or this sees it waiting.
 	 */
 	(void) pg_atomic_fetch_add_u32(&Region->pending_seq, 1);
-	if (futex_wake(&Region->pending_seq, 1) <= 0 &&
-		pg_atomic_read_u32(&Region->ring_waiters) > 0)
+	if (futex_wake(&Region->pending_seq, 1) <= 0)
 		wake_ring_waiters();
 
 	start = bpext_monotonic_ms();
@@ -512,6 +547,8 @@ read_one_at_a_time(int tier_fd, int index, uint32 generation,
 		int			next = 0;
 		int			i;
 
+		/* The slots are looked at after seq is read. */
+		pg_read_barrier();
 		if (helper_retired(index, generation, incarnation))
 			_exit(0);
 		while ((i = take_next(me, incarnation, &next)) >= 0)
@@ -531,106 +568,193 @@ read_one_at_a_time(int tier_fd, int index, uint32 generation,
 }
 
 /*
- * In a helper with a ring: queue reads for up to room requests taken in
- * one pass over the slots; how many it queued.
+ * A helper's ring and what it reads into.  The kernel reads into pages of
+ * the helper's own (bounce), never into a slot's page: a helper that ends
+ * with reads at the device (killed, or its ring broken) is reaped at once,
+ * without waiting for them, and a read that completes after that must not
+ * land in a slot that has been reused meanwhile.  The page is copied into
+ * its slot when its read completes, just before the slot is answered.
+ */
+typedef struct HelperRing
+{
+	ReaderRing *ring;
+	int			depth;
+	char	   *bounce;			/* depth pages, private to the helper */
+	int			slot_of[TIER_READ_DEPTH_MAX];	/* of each page; -1: free */
+	int			in_flight;
+	bool		poll_armed;		/* a poll of WakeFds[index] is queued */
+} HelperRing;
+
+/*
+ * Queue reads for the requests found in one pass over the slots, while
+ * there is a free page for them; how many it queued.
  */
 static int
-queue_requests(ReaderRing *ring, int tier_fd, uint32 incarnation, int room)
+queue_requests(HelperRing *hr, int tier_fd, uint32 incarnation)
 {
 	uint32		me = (uint32) getpid();
 	int			next = 0;
 	int			queued = 0;
-	int			i;
+	int			page = 0;
 
-	while (queued < room && (i = take_next(me, incarnation, &next)) >= 0)
+	while (hr->in_flight < hr->depth)
 	{
-		reader_ring_queue_read(ring, tier_fd, slot_page(i), BLCKSZ,
-							   Region->slots[i].offset, (uint64) i);
+		int			i;
+
+		while (hr->slot_of[page] >= 0)
+			page++;
+		if ((i = take_next(me, incarnation, &next)) < 0)
+			break;
+		hr->slot_of[page] = i;
+		reader_ring_queue_read(hr->ring, tier_fd,
+							   hr->bounce + (Size) page * BLCKSZ, BLCKSZ,
+							   Region->slots[i].offset, (uint64) page);
+		hr->in_flight++;
 		queued++;
 	}
 	return queued;
 }
 
+/* Not waiting in the ring for requests any more. */
+static void
+stop_waiting(int index, uint32 me)
+{
+	uint32		expected = me;
+
+	(void) pg_atomic_compare_exchange_u32(&Region->ring_waiting[index],
+										  &expected, 0);
+}
+
 /*
  * A helper with a ring: every request it takes is queued at once, up to
- * depth in flight, and it waits for whichever completes first, or for a
- * new request (WakeFd).  Idle, it sleeps on the futex as a helper without
- * a ring does, and is woken first.  Retired, it takes nothing more and
- * exits once what it has in flight is answered.  A ring that stops working
- * ends the helper: its backends see it gone and read their blocks from the
- * data files, and the worker starts another.
+ * depth in flight, and it waits for whichever completes first or, with
+ * room for more, for a backend's wake-up (WakeFds[index]).  Idle, it
+ * sleeps on the futex as a helper without a ring does, and is woken
+ * first.  A ring that stops working ends the helper, and no helper makes
+ * one after that: its backends see it gone and read their blocks from the
+ * data files, and the worker starts a helper that preads.
  */
 static void
-read_through_ring(ReaderRing *ring, int depth, int tier_fd, int index,
+read_through_ring(HelperRing *hr, int tier_fd, int index,
 				  uint32 generation, uint32 incarnation)
 {
-	ReaderRingDone done[READ_SLOTS + 1];
-	int			in_flight = 0;
-	bool		poll_armed = false;
+	uint32		me = (uint32) getpid();
+	ReaderRingDone done[TIER_READ_DEPTH_MAX + 1];
 
 	for (;;)
 	{
 		uint32		seq = pg_atomic_read_u32(&Region->pending_seq);
-		bool		retired = helper_retired(index, generation, incarnation);
-		bool		for_requests;
+		bool		for_requests = false;
 		int			n;
 
-		if (retired && in_flight == 0)
+		/* The slots are looked at after seq is read. */
+		pg_read_barrier();
+		if (helper_retired(index, generation, incarnation))
 			_exit(0);
-		if (!retired)
-			in_flight += queue_requests(ring, tier_fd, incarnation,
-										depth - in_flight);
-		if (in_flight == 0)
+		queue_requests(hr, tier_fd, incarnation);
+		if (hr->in_flight == 0)
 		{
 			futex_wait(&Region->pending_seq, seq, HELPER_SLICE_MS);
 			continue;
 		}
 
 		/*
-		 * Waiting for reads: say so, then look once more (a backend that
+		 * With room for more: say so, then look once more (a backend that
 		 * found no idle helper before we said so left its request for us to
-		 * find here), and let WakeFd end the wait too.
+		 * find here), and let a wake-up end the wait too.  Full, no backend
+		 * is told to wake us.
 		 */
-		for_requests = !retired && in_flight < depth;
-		if (for_requests)
+		if (hr->in_flight < hr->depth)
 		{
-			(void) pg_atomic_fetch_add_u32(&Region->ring_waiters, 1);
-			in_flight += queue_requests(ring, tier_fd, incarnation,
-										depth - in_flight);
-			if (!poll_armed)
+			(void) pg_atomic_exchange_u32(&Region->ring_waiting[index], me);
+			queue_requests(hr, tier_fd, incarnation);
+			for_requests = hr->in_flight < hr->depth;
+			if (!for_requests)
+				stop_waiting(index, me);
+			else if (!hr->poll_armed)
 			{
-				reader_ring_queue_poll_in(ring, WakeFd, WAKE_TAG);
-				poll_armed = true;
+				reader_ring_queue_poll_in(hr->ring, WakeFds[index], WAKE_TAG);
+				hr->poll_armed = true;
 			}
 		}
-		if (reader_ring_submit_and_wait(ring, true, HELPER_SLICE_MS) < 0)
+		if (reader_ring_submit_and_wait(hr->ring, RING_WAIT_MS) < 0)
 		{
 			uint32		none = 0;
 
-			(void) pg_atomic_compare_exchange_u32(&Region->ring_errno, &none,
-												  (uint32) errno);
-			_exit(1);
+			if (errno != EAGAIN && errno != EBUSY)
+			{
+				(void) pg_atomic_compare_exchange_u32(&Region->ring_failed,
+													  &none, (uint32) errno);
+				_exit(1);
+			}
+			pg_usleep(1000L);	/* short of resources: a little later */
 		}
 		if (for_requests)
-			(void) pg_atomic_fetch_sub_u32(&Region->ring_waiters, 1);
+			stop_waiting(index, me);
 
-		n = reader_ring_reap(ring, done, lengthof(done));
+		n = reader_ring_reap(hr->ring, done, lengthof(done));
 		for (int k = 0; k < n; k++)
 		{
+			int			page = (int) done[k].tag;
+			int			result = done[k].result;
+			int			slot;
+
 			if (done[k].tag == WAKE_TAG)
 			{
 				eventfd_t	count;
 
-				/* Emptied, or another helper did (EAGAIN): armed again. */
-				poll_armed = false;
-				(void) eventfd_read(WakeFd, &count);
+				/* Ours alone: emptied, to be polled again. */
+				hr->poll_armed = false;
+				(void) eventfd_read(WakeFds[index], &count);
 				continue;
 			}
-			answer((int) done[k].tag, done[k].result < 0 ? -1 : done[k].result,
-				   -done[k].result);
-			in_flight--;
+			Assert(page >= 0 && page < hr->depth && hr->slot_of[page] >= 0);
+			slot = hr->slot_of[page];
+			hr->slot_of[page] = -1;
+			hr->in_flight--;
+			if (result == BLCKSZ)
+				memcpy(slot_page(slot), hr->bounce + (Size) page * BLCKSZ,
+					   BLCKSZ);
+			answer(slot, result < 0 ? -1 : result, result < 0 ? -result : 0);
 		}
 	}
+}
+
+/*
+ * In a helper: its ring of depth reads and the pages they go into, or
+ * false when it reads one page at a time (why, in ring_errno, if the
+ * kernel refused the ring).
+ */
+static bool
+make_ring(HelperRing *hr, int depth, int index)
+{
+	int			save_errno = 0;
+	uint32		none = 0;
+
+	if (depth <= 1 || WakeFds[index] < 0 ||
+		pg_atomic_read_u32(&Region->ring_failed) != 0)
+		return false;
+	hr->bounce = mmap(NULL, (Size) depth * BLCKSZ, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (hr->bounce == MAP_FAILED)
+		save_errno = errno;
+	else
+	{
+		/* A place for the wake-up's poll beside the reads. */
+		hr->ring = reader_ring_create((unsigned) depth + 1, &save_errno);
+		if (hr->ring != NULL)
+		{
+			hr->depth = depth;
+			hr->in_flight = 0;
+			hr->poll_armed = false;
+			for (int page = 0; page < depth; page++)
+				hr->slot_of[page] = -1;
+			return true;
+		}
+	}
+	(void) pg_atomic_compare_exchange_u32(&Region->ring_errno, &none,
+										  (uint32) save_errno);
+	return false;
 }
 
 /*
@@ -643,35 +767,20 @@ static void
 helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
 			uint64 dev, uint64 ino)
 {
-	int			keep[2] = {tier_fd, WakeFd};
-	int			depth = bpext_tier_read_depth;
-	ReaderRing *ring = NULL;
+	int			keep[2] = {tier_fd, WakeFds[index]};
+	HelperRing	hr;
 
 	bpext_helper_leave_server();
 	(void) setsid();			/* out of the worker's process group */
-	bpext_close_inherited_fds(keep, WakeFd >= 0 ? 2 : 1);
+	bpext_close_inherited_fds(keep, WakeFds[index] >= 0 ? 2 : 1);
 	PGSharedMemoryDetach();
 	bpext_helper_title("bpext reader helper");
 
 	/* -1 with errno: every read then fails with it. */
 	tier_fd = tier_file_reopen_own(tier_fd, false, dev, ino);
 
-	if (depth > 1 && WakeFd >= 0)
-	{
-		int			save_errno = 0;
-
-		/* A place for WakeFd's poll beside the reads. */
-		ring = reader_ring_create((unsigned) depth + 1, &save_errno);
-		if (ring == NULL)
-		{
-			uint32		none = 0;
-
-			(void) pg_atomic_compare_exchange_u32(&Region->ring_errno, &none,
-												  (uint32) save_errno);
-		}
-	}
-	if (ring != NULL)
-		read_through_ring(ring, depth, tier_fd, index, generation, incarnation);
+	if (make_ring(&hr, bpext_tier_read_depth, index))
+		read_through_ring(&hr, tier_fd, index, generation, incarnation);
 	else
 		read_one_at_a_time(tier_fd, index, generation, incarnation);
 }
@@ -707,6 +816,16 @@ static void
 reclaim_slots(void)
 {
 	int			i;
+
+	/* A helper that died while it waited in its ring leaves its word. */
+	for (i = 0; i < TIER_READERS_MAX; i++)
+	{
+		uint32		waiter = pg_atomic_read_u32(&Region->ring_waiting[i]);
+
+		if (waiter != 0 && pid_gone((pid_t) waiter))
+			(void) pg_atomic_compare_exchange_u32(&Region->ring_waiting[i],
+												  &waiter, 0);
+	}
 
 	for (i = 0; i < READ_SLOTS; i++)
 	{
@@ -749,15 +868,6 @@ reclaim_slots(void)
 	}
 }
 
-/* Wake every helper, idle or waiting in its ring, to look again. */
-static void
-wake_helpers(void)
-{
-	(void) pg_atomic_fetch_add_u32(&Region->pending_seq, 1);
-	futex_wake(&Region->pending_seq, INT_MAX);
-	wake_ring_waiters();
-}
-
 /*
  * Say, once in the worker's life, why a helper reads one page at a time
  * although bpext.tier_read_depth asks for more.
@@ -765,18 +875,30 @@ wake_helpers(void)
 static void
 report_ring_failure(void)
 {
-	static bool reported = false;
+	static bool refusal_reported = false;
+	static bool failure_reported = false;
 	uint32		ring_errno = pg_atomic_exchange_u32(&Region->ring_errno, 0);
+	uint32		ring_failed = pg_atomic_read_u32(&Region->ring_failed);
 
-	if (ring_errno == 0 || reported)
-		return;
-	reported = true;
-	errno = (int) ring_errno;
-	ereport(LOG,
-			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			 errmsg("bpext reader helpers cannot use io_uring: %m"),
-			 errdetail("Each reader helper reads one tier page at a time, so at most bpext.tier_readers tier reads are at the device at once."),
-			 errhint("io_uring needs Linux 5.11 or later, kernel.io_uring_disabled = 0, and no seccomp filter that refuses it.")));
+	if (ring_errno != 0 && !refusal_reported)
+	{
+		refusal_reported = true;
+		errno = (int) ring_errno;
+		ereport(LOG,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("bpext reader helpers cannot use io_uring: %m"),
+				 errdetail("Such a reader helper reads one tier page at a time, so at most bpext.tier_readers tier reads are at the device at once."),
+				 errhint("io_uring needs Linux 5.11 or later, kernel.io_uring_disabled = 0 and no seccomp filter that refuses it; before Linux 5.12 its rings also count against RLIMIT_MEMLOCK.")));
+	}
+	if (ring_failed != 0 && !failure_reported)
+	{
+		failure_reported = true;
+		errno = (int) ring_failed;
+		ereport(LOG,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("the io_uring of a bpext reader helper stopped working: %m"),
+				 errdetail("The tier reads that helper had under way were read from the data files, and reader helpers read one tier page at a time from now on, until the server restarts.")));
+	}
 }
 
 /*
@@ -787,7 +909,6 @@ report_ring_failure(void)
 void
 tier_readers_maintain(int fd, uint32 incarnation)
 {
-	bool		retired = false;
 	bool		any = false;
 	bool		fd_checked = false;
 	uint64		dev = 0;
@@ -814,26 +935,21 @@ tier_readers_maintain(int fd, uint32 incarnation)
 
 	for (i = 0; i < TIER_READERS_MAX; i++)
 	{
-		if (i >= bpext_tier_readers)
-		{
-			if (helper_pid[i] != 0)
-			{
-				(void) pg_atomic_fetch_add_u32(&Region->generation[i], 1);
-				helper_pid[i] = 0;
-				retired = true;
-			}
-			continue;
-		}
-
 		/*
-		 * Started with another bpext.tier_read_depth: its successor takes
-		 * the next generation, which retires it.
+		 * Not wanted any more, or started with another depth: the helper
+		 * goes at once (its reads in flight fall back to the data files),
+		 * so that no two helpers ever poll one index's eventfd.
 		 */
-		if (helper_pid[i] != 0 && helper_depth[i] != bpext_tier_read_depth)
+		if (helper_pid[i] != 0 &&
+			(i >= bpext_tier_readers ||
+			 helper_depth[i] != bpext_tier_read_depth))
 		{
+			(void) pg_atomic_fetch_add_u32(&Region->generation[i], 1);
+			worker_child_kill(helper_pid[i]);
 			helper_pid[i] = 0;
-			retired = true;
 		}
+		if (i >= bpext_tier_readers)
+			continue;
 		if (!worker_child_alive(helper_pid[i]))
 		{
 			if (!fd_checked &&
@@ -850,8 +966,6 @@ tier_readers_maintain(int fd, uint32 incarnation)
 	}
 	if (!any)
 		pg_atomic_write_u32(&Region->incarnation, 0);
-	if (retired)
-		wake_helpers();
 }
 
 /*

@@ -56,9 +56,11 @@
  * process with that pid.
  *
  * io_uring's reads never pass through these calls, so no fault could reach
- * them: io_uring_setup() fails with ENOSYS, as on a kernel without it, and
- * bpext's reader helpers read with pread.  (A real device that hangs,
- * test/hung_device.sh, holds their io_uring reads.)
+ * them: io_uring_setup() made through libc's syscall() fails with ENOSYS,
+ * as on a kernel without it, and bpext's reader helpers read with pread.
+ * (A real device that hangs, test/hung_device.sh, holds their io_uring
+ * reads.)  liburing makes its system calls itself: PostgreSQL 18's
+ * io_method = io_uring is neither refused nor reached by these faults.
  *
  * Every other file, and every process's other I/O, goes straight through.
  * A descriptor this library did not see opened (received over a socket,

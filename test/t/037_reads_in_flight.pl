@@ -11,16 +11,19 @@
 #
 #  1. bpext.io_timeout = 60s.  The device hangs; 8 sessions each read one
 #     block of a table held in the tier (bpext.direct_io = on: every tier
-#     read goes to the helper).  The device has 8 reads in flight from the
-#     single helper, bpext_stats.reads_at_device says 8 (and none waits for
-#     a helper), and extension_outstanding_io counts the 8 sessions
-#     waiting.  The device answers: every session gets its row,
+#     read goes to the helper).  Within 5 s the device has 8 reads in
+#     flight from the single helper (woken for each new request while it
+#     waits for its reads), bpext_stats.reads_at_device says 8 (none
+#     waits for a helper), and extension_outstanding_io counts the 8
+#     sessions waiting.  The device answers: every session gets its row,
 #     served by the tier (8 more hits), with no I/O error.
 #  2. bpext.io_timeout = 1s.  The same, with the device left hung: every
 #     session gets its row (from the data file) within io_timeout + 5 s,
 #     the tier goes to state 7 and nothing but helpers is held in D state,
-#     although the helper had 8 reads at the device when it was told to
-#     go.  The device answers, and the tier comes back by itself.
+#     although the helper had 8 reads at the device when it was killed;
+#     their slots come back while the device still hangs.  The device
+#     answers, and the tier comes back by itself.
+#  3. 1 again, on what 2 left behind.
 #
 # Where the kernel refuses io_uring (the worker then logs that reader
 # helpers cannot use it), the in-flight checks are skipped, saying why.
@@ -187,20 +190,27 @@ sub rows_back
 	return ($right == @session, time() - $start);
 }
 
-my $uring_refused = sub {
-	return bpext_count_in_log($node, qr/reader helpers cannot use io_uring/) > 0;
-};
-
-# --- 1. reads in flight side by side ---------------------------------------
+sub uring_refused
 {
+	return bpext_count_in_log($node, qr/reader helpers cannot use io_uring/) > 0;
+}
+
+# --- 1. and 3. reads in flight side by side -----------------------------------
+# The device hangs, and each session asks for its block.  Within 5 s the
+# device has every read: a helper that waits for its reads is woken for the
+# new requests (without the wake-up it would take each only at its ring's
+# 10 s backstop).  The device answers and every row comes from the tier.
+sub in_flight_phase
+{
+	my ($phase, $first) = @_;
 	bpext_evict_shared_buffers($node);
 	warm_up();
 	my $before = bpext_stats($node);
 	bpext_device_hang($dev);
-	my @blocks = read_blocks(10);
+	my @blocks = read_blocks($first);
 
 	my ($most, $outstanding, $at_device, $waiting) = (0, 0, 0, -1);
-	my $deadline = time() + 15;
+	my $deadline = time() + 5;
 	while (time() < $deadline && $most < $sessions)
 	{
 		my $n = device_reads_in_flight();
@@ -212,33 +222,36 @@ my $uring_refused = sub {
 		qr/outstanding\|\d+\|\d+\|\d+/, 10);
 	($outstanding, $at_device, $waiting) = ($1, $2, $3)
 	  if $out =~ /outstanding\|(\d+)\|(\d+)\|(\d+)/;
-	my $released = bpext_device_release($dev);
+	bpext_device_release($dev);
 
 	SKIP:
 	{
 		skip 'this kernel refuses io_uring to the reader helpers (the server log says why)', 4
-		  if $uring_refused->();
+		  if uring_refused();
 		cmp_ok($most, '>=', $sessions,
-			"1: the device has $sessions reads in flight from one reader helper");
+			"$phase: within 5 s the device has $sessions reads in flight from one reader helper");
 		is($at_device, $sessions,
-			"1: bpext_stats.reads_at_device says the helpers have $sessions at the device");
-		is($waiting, 0, '1: bpext_stats.reads_waiting_for_helper: none waits for a helper');
+			"$phase: bpext_stats.reads_at_device says the helpers have $sessions at the device");
+		is($waiting, 0, "$phase: bpext_stats.reads_waiting_for_helper: none waits for a helper");
 		cmp_ok($outstanding, '>=', $sessions,
-			"1: bpext_stats.extension_outstanding_io counts the $sessions sessions waiting");
+			"$phase: bpext_stats.extension_outstanding_io counts the $sessions sessions waiting");
 	}
-	note("1: at most $most reads in flight at the device; bpext_stats: "
+	note("$phase: at most $most reads in flight at the device; bpext_stats: "
 		  . "extension_outstanding_io $outstanding, reads_at_device $at_device, "
 		  . "reads_waiting_for_helper $waiting");
 
 	my ($all) = rows_back(30, @blocks);
-	ok($all, '1: every session gets the row of its block once the device answers');
+	ok($all, "$phase: every session gets the row of its block once the device answers");
 	my $after = bpext_stats($node);
 	cmp_ok($after->{hits} - $before->{hits}, '>=', $sessions,
-		"1: the $sessions blocks were served by the tier");
-	is($after->{io_errors} - $before->{io_errors}, 0, '1: no I/O error');
+		"$phase: the $sessions blocks were served by the tier");
+	is($after->{io_errors} - $before->{io_errors}, 0, "$phase: no I/O error");
 	is($node->safe_psql('postgres', 'SELECT state FROM bpext_configuration'),
-		$BpextTest::STATE{enabled}, '1: the tier is still enabled');
+		$BpextTest::STATE{enabled}, "$phase: the tier is still enabled");
+	return;
 }
+
+in_flight_phase(1, 10);
 
 # --- 2. the same, the device left hung past io_timeout ------------------------
 {
@@ -264,7 +277,21 @@ my $uring_refused = sub {
 	ok($all, '2: every session gets the row of its block within io_timeout + 5 s while the device hangs')
 	  and note(sprintf('2: the last row came after %.1f s', $secs));
 	ok(bpext_wait_for_state($node, 'error', 10), '2: the tier went to state 7');
-	sleep 2;    # the worker has told the helper to go, with its reads in flight
+
+	# The worker kills the helper, its reads still at the device; their
+	# slots come back although the device has not answered them.
+	my ($queue, $left);
+	for (1 .. 100)
+	{
+		$queue = $node->safe_psql('postgres',
+			'SELECT reads_waiting_for_helper, reads_at_device FROM bpext_stats');
+		$left = device_reads_in_flight();
+		last if $queue eq '0|0';
+		usleep(100_000);
+	}
+	is($queue, '0|0',
+		'2: with the device still hung, no tier read is left waiting for a helper or at the device in bpext_stats');
+	note("2: the device still had $left reads in flight");
 	my $released = bpext_device_release($dev);
 	my $held = bpext_watch_d_state_end($watch, $released);
 	is_deeply($held->{held}, [], '2: nothing but helpers was held in D state')
@@ -274,12 +301,24 @@ my $uring_refused = sub {
 	SKIP:
 	{
 		skip 'this kernel refuses io_uring to the reader helpers', 1
-		  if $uring_refused->();
+		  if uring_refused();
 		cmp_ok($most, '>=', 2, '2: the device had several reads in flight when it hung');
 	}
 	ok(bpext_wait_for_state($node, 'enabled', 60),
 		'2: the tier comes back by itself once the device answers');
 }
+
+# --- 3. after all that, the same as 1 ---------------------------------------------
+# Nothing the killed helper left behind (slots, a wait-word, its reads that
+# completed late) stands in the way of the next helper.
+# The tier came back empty: the table goes into it again.
+$node->safe_psql('postgres', q{
+	ALTER SYSTEM SET bpext.io_timeout = '60s';
+	SELECT pg_reload_conf();
+});
+is($node->safe_psql('postgres', q{SELECT bpext_prewarm('t')}), '1000',
+	'3: the table is in the tier again');
+in_flight_phase(3, 30);
 
 for my $s (@session, $monitor)
 {
