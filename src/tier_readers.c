@@ -37,11 +37,16 @@
  * The region holds READ_SLOTS request slots, each with a state word, the
  * request, the answer and an aligned page.  A slot's state moves so:
  *
- *	FREE --backend CAS--> FILLING --backend--> PENDING --helper CAS--> BUSY
+ *	FREE --backend CAS of owner--> FILLING --backend--> PENDING
+ *	PENDING --helper CAS--> BUSY (--helper, another incarnation's--> PENDING)
  *	BUSY --helper CAS--> DONE --backend, after copying the page--> FREE
  *	PENDING --backend CAS, on giving up--> FREE
  *	BUSY --backend CAS, on giving up--> ABANDONED --helper, when (if ever)
  *	its read returns--> FREE
+ *
+ * A backend takes a slot by its owner word (CAS from 0 to its pid), which
+ * is cleared only after the slot is FREE again, so a slot's owner is always
+ * the backend whose request it holds.
  *
  * So the page is copied out only from DONE, by the backend that asked, and
  * a helper writes only into a slot it holds in BUSY, that is, while the
@@ -65,20 +70,21 @@
  * bpext worker (tier_readers_maintain, every round) as children of its own
  * that the kernel kills when it exits (worker_children.c), so that none
  * outlives the server by more than the read it may be stuck in.  Each
- * closes every inherited descriptor but the tier file, which it reopens as
- * an open file description of its own (tier_file_reopen_own: never the
- * worker's flock), and detaches from shared memory, so that one stuck in
- * the kernel cannot keep the next postmaster from starting.  A helper
+ * closes every inherited descriptor but the tier file and its own wake-up
+ * eventfd, reopens the tier file as an open file description of its own
+ * (tier_file_reopen_own: never the worker's flock), and detaches from
+ * shared memory, so that one stuck in the kernel cannot keep the next
+ * postmaster from starting.  A helper
  * serves only requests for its incarnation, and exits when the region's
  * incarnation or its own generation number changes (the worker wants fewer
  * helpers, or another depth; the worker also kills a helper it retires).
  * When the worker lets go of the file, or exits, it kills them all
  * (SIGKILL), so that one stuck in a read does not wake up to serve
  * anything: one in pread ends as soon as its read returns, one with a ring
- * at once (its reads still at the device complete into its own pages).  A backend hands a read
- * to the helpers only when the region says helpers serve the incarnation
- * of its own descriptor; otherwise, or when every slot is taken, the block
- * is a plain miss (read from the data file).
+ * at once (its reads still at the device complete into its own pages).
+ * A backend hands a read to the helpers only when the region says helpers
+ * serve the incarnation of its own descriptor; otherwise, or when every
+ * slot is taken, the block is a plain miss (read from the data file).
  *
  * How many reads a helper keeps at the device: with bpext.tier_read_depth
  * above 1 it takes every request it finds, up to that many, queues them
@@ -94,7 +100,8 @@
  * no futex can end; while it has room for more it puts its pid in its
  * ring_waiting word and keeps a poll of its own eventfd (WakeFds[index])
  * queued, and a backend whose futex wake found no idle helper writes the
- * eventfd of every helper that waits so.  Each side makes its own change
+ * eventfd of every helper that waits so (and the worker, after it killed
+ * a helper that may have been the one a backend woke).  Each side makes its own change
  * with a full barrier (the fetch-add of pending_seq, the exchange of
  * ring_waiting) before it looks at the other's, so either the helper sees
  * the request or the backend sees the helper waiting.  A full helper waits
@@ -135,19 +142,23 @@
 #define READ_SLOTS			64
 
 StaticAssertDecl(TIER_READ_DEPTH_MAX <= READ_SLOTS,
-				 "a helper never has more reads in flight than there are slots");
-
-/* A ring completion that is not a read: the wake-up descriptor's poll. */
-#define WAKE_TAG			((uint64) READ_SLOTS)
+				 "bpext.tier_read_depth cannot ask for more reads than there are slots");
 
 /*
- * How often a waiting backend looks up, and an idle helper; a helper with
- * reads in flight is woken for every change, and its timeout is only a
- * backstop.
+ * A ring completion that is not a read (whose tag is the helper's page it
+ * reads into): the wake-up eventfd's poll.
+ */
+#define WAKE_TAG			((uint64) TIER_READ_DEPTH_MAX)
+
+/*
+ * How often a waiting backend looks up, and an idle helper.  A helper that
+ * waits in its ring with room for more reads is woken for every request
+ * and every change; its timeout is a backstop, kept well below
+ * bpext.io_timeout so that it would save a read even then.
  */
 #define BACKEND_SLICE_MS	100
 #define HELPER_SLICE_MS		1000
-#define RING_WAIT_MS		10000
+#define RING_WAIT_MAX_MS	10000
 
 typedef enum ReadSlotState
 {
@@ -165,9 +176,10 @@ typedef struct ReadSlot
 	pg_atomic_uint32 claim;		/* pid of the helper that holds it, or 0 */
 	uint32		incarnation;	/* file incarnation of the request */
 	off_t		offset;
-	ssize_t		result;			/* pread's, in DONE */
+	ssize_t		result;			/* the read's, in DONE */
 	int			save_errno;
-	volatile pid_t backend_pid; /* who asked */
+	pg_atomic_uint32 owner;		/* pid of the backend whose slot it is,
+								 * taken by CAS from 0; 0 while FREE */
 } ReadSlot;
 
 typedef struct ReadersRegion
@@ -294,6 +306,7 @@ tier_readers_create(void)
 	{
 		pg_atomic_init_u32(&Region->slots[i].state, SLOT_FREE);
 		pg_atomic_init_u32(&Region->slots[i].claim, 0);
+		pg_atomic_init_u32(&Region->slots[i].owner, 0);
 	}
 
 	for (i = 0; i < TIER_READERS_MAX; i++)
@@ -321,6 +334,27 @@ clear_dead_claim(ReadSlot *slot)
 }
 
 /*
+ * The slot, whose state was just made FREE, is nobody's: a backend may
+ * take it.  Its owner is cleared only now, so that a backend that takes it
+ * (by its owner word) finds it FREE, and the worker never judges a slot by
+ * the pid of a backend whose request it no longer holds.
+ */
+static inline void
+disown(ReadSlot *slot)
+{
+	pg_atomic_write_u32(&slot->owner, 0);
+}
+
+/* Put a slot whose request is over back to FREE. */
+static void
+release_slot(ReadSlot *slot)
+{
+	pg_atomic_write_u32(&slot->claim, 0);
+	(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
+	disown(slot);
+}
+
+/*
  * The backend gives up on its request: PENDING goes back to FREE, BUSY to
  * ABANDONED.  False if the state moved on meanwhile (it may be DONE now;
  * the caller looks again).
@@ -329,7 +363,12 @@ static bool
 give_up(ReadSlot *slot, uint32 seen)
 {
 	if (seen == SLOT_PENDING)
-		return pg_atomic_compare_exchange_u32(&slot->state, &seen, SLOT_FREE);
+	{
+		if (!pg_atomic_compare_exchange_u32(&slot->state, &seen, SLOT_FREE))
+			return false;
+		disown(slot);
+		return true;
+	}
 	if (seen == SLOT_BUSY)
 		return pg_atomic_compare_exchange_u32(&slot->state, &seen,
 											  SLOT_ABANDONED);
@@ -356,11 +395,11 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 		return TIER_READ_UNAVAILABLE;
 	for (i = 0; i < READ_SLOTS; i++)
 	{
-		uint32		expected = SLOT_FREE;
+		uint32		unowned = 0;
 
 		index = (MyProcPid + i) % READ_SLOTS;
-		if (pg_atomic_compare_exchange_u32(&Region->slots[index].state,
-										   &expected, SLOT_FILLING))
+		if (pg_atomic_compare_exchange_u32(&Region->slots[index].owner,
+										   &unowned, (uint32) MyProcPid))
 		{
 			slot = &Region->slots[index];
 			break;
@@ -369,9 +408,11 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 	if (slot == NULL)
 		return TIER_READ_UNAVAILABLE;
 
+	/* Owned, so FREE (disown comes after the move to FREE). */
+	Assert(pg_atomic_read_u32(&slot->state) == SLOT_FREE);
+	pg_atomic_write_u32(&slot->state, SLOT_FILLING);
 	slot->incarnation = incarnation;
 	slot->offset = offset;
-	slot->backend_pid = MyProcPid;
 	(void) pg_atomic_exchange_u32(&slot->state, SLOT_PENDING);
 
 	/*
@@ -391,6 +432,14 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 		uint64		elapsed;
 		int			wait_ms = BACKEND_SLICE_MS;
 
+		/*
+		 * No one but us moves our slot to another state while we wait: the
+		 * worker reclaims only the slots of processes that are gone.  Never
+		 * loop on a slot that is not ours any more.
+		 */
+		if (seen != SLOT_PENDING && seen != SLOT_BUSY && seen != SLOT_DONE)
+			return TIER_READ_UNAVAILABLE;
+
 		if (seen == SLOT_DONE)
 		{
 			ssize_t		n;
@@ -401,8 +450,7 @@ tier_readers_read(char *page, off_t offset, uint32 incarnation)
 			save_errno = slot->save_errno;
 			if (n == BLCKSZ)
 				memcpy(page, slot_page(index), BLCKSZ);
-			pg_atomic_write_u32(&slot->claim, 0);
-			(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
+			release_slot(slot);
 			if (n == BLCKSZ)
 				return TIER_READ_OK;
 			errno = n < 0 ? save_errno : 0;
@@ -469,8 +517,7 @@ answer(int index, ssize_t n, int save_errno)
 	else
 	{
 		/* Abandoned: nobody waits for it any more. */
-		pg_atomic_write_u32(&slot->claim, 0);
-		(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
+		release_slot(slot);
 	}
 }
 
@@ -517,10 +564,7 @@ take_next(uint32 me, uint32 incarnation, int *next)
 										   SLOT_PENDING))
 			pg_atomic_write_u32(&slot->claim, 0);
 		else
-		{
-			pg_atomic_write_u32(&slot->claim, 0);
-			(void) pg_atomic_exchange_u32(&slot->state, SLOT_FREE);
-		}
+			release_slot(slot); /* abandoned meanwhile */
 	}
 	return -1;
 }
@@ -587,14 +631,13 @@ typedef struct HelperRing
 
 /*
  * Queue reads for the requests found in one pass over the slots, while
- * there is a free page for them; how many it queued.
+ * there is a free page for them.
  */
-static int
+static void
 queue_requests(HelperRing *hr, int tier_fd, uint32 incarnation)
 {
 	uint32		me = (uint32) getpid();
 	int			next = 0;
-	int			queued = 0;
 	int			page = 0;
 
 	while (hr->in_flight < hr->depth)
@@ -610,9 +653,7 @@ queue_requests(HelperRing *hr, int tier_fd, uint32 incarnation)
 							   hr->bounce + (Size) page * BLCKSZ, BLCKSZ,
 							   Region->slots[i].offset, (uint64) page);
 		hr->in_flight++;
-		queued++;
 	}
-	return queued;
 }
 
 /* Not waiting in the ring for requests any more. */
@@ -640,7 +681,10 @@ read_through_ring(HelperRing *hr, int tier_fd, int index,
 {
 	uint32		me = (uint32) getpid();
 	ReaderRingDone done[TIER_READ_DEPTH_MAX + 1];
+	int			wait_ms = RING_WAIT_MAX_MS;
 
+	if (bpext_io_timeout_ms > 0)
+		wait_ms = Max(Min(wait_ms, bpext_io_timeout_ms / 4), 10);
 	for (;;)
 	{
 		uint32		seq = pg_atomic_read_u32(&Region->pending_seq);
@@ -677,7 +721,7 @@ read_through_ring(HelperRing *hr, int tier_fd, int index,
 				hr->poll_armed = true;
 			}
 		}
-		if (reader_ring_submit_and_wait(hr->ring, RING_WAIT_MS) < 0)
+		if (reader_ring_submit_and_wait(hr->ring, wait_ms) < 0)
 		{
 			uint32		none = 0;
 
@@ -695,8 +739,8 @@ read_through_ring(HelperRing *hr, int tier_fd, int index,
 		n = reader_ring_reap(hr->ring, done, lengthof(done));
 		for (int k = 0; k < n; k++)
 		{
-			int			page = (int) done[k].tag;
 			int			result = done[k].result;
+			int			page;
 			int			slot;
 
 			if (done[k].tag == WAKE_TAG)
@@ -708,8 +752,20 @@ read_through_ring(HelperRing *hr, int tier_fd, int index,
 				(void) eventfd_read(WakeFds[index], &count);
 				continue;
 			}
-			Assert(page >= 0 && page < hr->depth && hr->slot_of[page] >= 0);
+			page = (int) done[k].tag;
+			if (page < 0 || page >= hr->depth || hr->slot_of[page] < 0)
+				continue;		/* not a read of ours: cannot happen */
 			slot = hr->slot_of[page];
+
+			/* Interrupted, as pread's EINTR: read again (pread's loop). */
+			if (result == -EINTR || result == -EAGAIN)
+			{
+				reader_ring_queue_read(hr->ring, tier_fd,
+									   hr->bounce + (Size) page * BLCKSZ,
+									   BLCKSZ, Region->slots[slot].offset,
+									   (uint64) page);
+				continue;
+			}
 			hr->slot_of[page] = -1;
 			hr->in_flight--;
 			if (result == BLCKSZ)
@@ -751,6 +807,7 @@ make_ring(HelperRing *hr, int depth, int index)
 				hr->slot_of[page] = -1;
 			return true;
 		}
+		munmap(hr->bounce, (Size) depth * BLCKSZ);
 	}
 	(void) pg_atomic_compare_exchange_u32(&Region->ring_errno, &none,
 										  (uint32) save_errno);
@@ -776,7 +833,7 @@ helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
 	PGSharedMemoryDetach();
 	bpext_helper_title("bpext reader helper");
 
-	/* -1 with errno: every read then fails with it. */
+	/* -1 if it could not: every read then fails (EBADF). */
 	tier_fd = tier_file_reopen_own(tier_fd, false, dev, ino);
 
 	if (make_ring(&hr, bpext_tier_read_depth, index))
@@ -832,17 +889,29 @@ reclaim_slots(void)
 		ReadSlot   *slot = &Region->slots[i];
 		uint32		seen = pg_atomic_read_u32(&slot->state);
 		pid_t		claimer = (pid_t) pg_atomic_read_u32(&slot->claim);
+		pid_t		owner = (pid_t) pg_atomic_read_u32(&slot->owner);
 		bool		gone;
 
 		switch (seen)
 		{
+			case SLOT_FREE:
+				/* Taken by a backend that died before it filled it. */
+				if (owner != 0 && pid_gone(owner))
+				{
+					uint32		dead = (uint32) owner;
+
+					(void) pg_atomic_compare_exchange_u32(&slot->owner,
+														  &dead, 0);
+				}
+				gone = false;
+				break;
 			case SLOT_FILLING:
 			case SLOT_PENDING:
 			case SLOT_DONE:
-				gone = pid_gone(slot->backend_pid);
+				gone = pid_gone(owner);
 				break;
 			case SLOT_BUSY:
-				gone = pid_gone(claimer) && pid_gone(slot->backend_pid);
+				gone = pid_gone(claimer) && pid_gone(owner);
 				break;
 			case SLOT_ABANDONED:
 				gone = pid_gone(claimer);
@@ -864,7 +933,8 @@ reclaim_slots(void)
 			clear_dead_claim(slot);
 		else if (seen == SLOT_DONE)
 			pg_atomic_write_u32(&slot->claim, 0);	/* its helper is done */
-		(void) pg_atomic_compare_exchange_u32(&slot->state, &seen, SLOT_FREE);
+		if (pg_atomic_compare_exchange_u32(&slot->state, &seen, SLOT_FREE))
+			disown(slot);
 	}
 }
 
@@ -897,7 +967,7 @@ report_ring_failure(void)
 		ereport(LOG,
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("the io_uring of a bpext reader helper stopped working: %m"),
-				 errdetail("The tier reads that helper had under way were read from the data files, and reader helpers read one tier page at a time from now on, until the server restarts.")));
+				 errdetail("The tier reads that helper had under way were read from the data files; reader helpers started from now on read one tier page at a time.")));
 	}
 }
 
@@ -910,6 +980,7 @@ void
 tier_readers_maintain(int fd, uint32 incarnation)
 {
 	bool		any = false;
+	bool		retired = false;
 	bool		fd_checked = false;
 	uint64		dev = 0;
 	uint64		ino = 0;
@@ -947,6 +1018,7 @@ tier_readers_maintain(int fd, uint32 incarnation)
 			(void) pg_atomic_fetch_add_u32(&Region->generation[i], 1);
 			worker_child_kill(helper_pid[i]);
 			helper_pid[i] = 0;
+			retired = true;
 		}
 		if (i >= bpext_tier_readers)
 			continue;
@@ -966,6 +1038,17 @@ tier_readers_maintain(int fd, uint32 incarnation)
 	}
 	if (!any)
 		pg_atomic_write_u32(&Region->incarnation, 0);
+
+	/*
+	 * A backend's wake may have gone to a helper just killed: every other
+	 * looks at the slots again.
+	 */
+	if (retired)
+	{
+		(void) pg_atomic_fetch_add_u32(&Region->pending_seq, 1);
+		(void) futex_wake(&Region->pending_seq, INT_MAX);
+		wake_ring_waiters();
+	}
 }
 
 /*
