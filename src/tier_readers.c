@@ -158,7 +158,7 @@ StaticAssertDecl(TIER_READ_DEPTH_MAX <= READ_SLOTS,
  */
 #define BACKEND_SLICE_MS	100
 #define HELPER_SLICE_MS		1000
-#define RING_WAIT_MAX_MS	10000
+#define RING_WAIT_MAX_MS	60000
 
 typedef enum ReadSlotState
 {
@@ -636,7 +636,7 @@ typedef struct HelperRing
 static void
 queue_requests(HelperRing *hr, int tier_fd, uint32 incarnation)
 {
-	uint32		me = (uint32) getpid();
+	uint32		me = (uint32) MyProcPid;	/* the helper's own (a syscall less) */
 	int			next = 0;
 	int			page = 0;
 

@@ -9,14 +9,15 @@
 # are counted where the kernel counts them: the device's queue
 # (/sys/block/loopN/inflight).
 #
-#  1. bpext.io_timeout = 60s.  The device hangs; 8 sessions each read one
-#     block of a table held in the tier (bpext.direct_io = on: every tier
-#     read goes to the helper).  First one session asks, then, once its
-#     read is at the device, the other 7: within 5 s the device has 8
-#     reads in flight from the single helper (woken for each new request
-#     while it waits for its reads), bpext_stats.reads_at_device says 8 (none
-#     waits for a helper), and extension_outstanding_io counts the 8
-#     sessions waiting.  The device answers: every session gets its row,
+#  1. bpext.io_timeout = 600s (a helper waiting for its reads then looks
+#     for new requests by itself only every 60 s).  The device hangs; 8
+#     sessions each read one block of a table held in the tier
+#     (bpext.direct_io = on: every tier read goes to the helper).  First
+#     one session asks, then, once its read is at the device, the other 7:
+#     within 30 s the device has 8 reads in flight from the single helper
+#     (woken for each new request while it waits for its reads),
+#     bpext_stats.reads_at_device says 8 (none waits for a helper), and
+#     extension_outstanding_io counts the 8 sessions waiting.  The device answers: every session gets its row,
 #     served by the tier (8 more hits), with no I/O error.
 #  2. bpext.io_timeout = 1s.  The same, with the device left hung: every
 #     session gets its row (from the data file) within io_timeout + 5 s,
@@ -79,7 +80,7 @@ my $node = bpext_init_node('inflight', tier_size => '64MB', max_size => '64MB',
 bpext.direct_io = on
 bpext.tier_readers = 1
 bpext.tier_read_depth = 16
-bpext.io_timeout = '60s'
+bpext.io_timeout = '600s'
 bpext.recovery_interval = '1s'
 log_statement = none
 });
@@ -220,9 +221,9 @@ sub uring_refused
 # --- 1. and 3. reads in flight side by side -----------------------------------
 # The device hangs, and the first session asks for its block; once the
 # helper has that read at the device (and so waits in its ring), the other
-# sessions ask for theirs.  Within 5 s the device has every read: the
+# sessions ask for theirs.  Within 30 s the device has every read: the
 # waiting helper is woken for each new request (without the wake-up it
-# would take them only at its ring's 10 s backstop).  The device answers
+# would take them only at its ring's 60 s backstop).  The device answers
 # and every row comes from the tier.
 sub in_flight_phase
 {
@@ -234,7 +235,7 @@ sub in_flight_phase
 	send_reads($first, 0, 0);
 	my $one = most_in_flight(1, 30);
 	my @blocks = send_reads($first, 1, $#session);
-	my $most = most_in_flight($sessions, 5);
+	my $most = most_in_flight($sessions, 30);
 	my ($outstanding, $at_device, $waiting) = (0, 0, -1);
 	my (undef, $out) = ask($monitor,
 		q{SELECT 'outstanding', extension_outstanding_io, reads_at_device, reads_waiting_for_helper FROM bpext_stats;},
@@ -249,7 +250,7 @@ sub in_flight_phase
 		  if uring_refused();
 		is($one, 1, "$phase: the first session's read is at the device");
 		cmp_ok($most, '>=', $sessions,
-			"$phase: within 5 s of the others' requests the device has $sessions reads in flight from one reader helper");
+			"$phase: within 30 s of the others' requests the device has $sessions reads in flight from one reader helper");
 		is($at_device, $sessions,
 			"$phase: bpext_stats.reads_at_device says the helpers have $sessions at the device");
 		is($waiting, 0, "$phase: bpext_stats.reads_waiting_for_helper: none waits for a helper");
@@ -334,7 +335,7 @@ in_flight_phase(1, 10);
 # being woken, and no ring marked as failed.
 # The tier came back empty: the table goes into it again.
 $node->safe_psql('postgres', q{
-	ALTER SYSTEM SET bpext.io_timeout = '60s';
+	ALTER SYSTEM SET bpext.io_timeout = '600s';
 	SELECT pg_reload_conf();
 });
 is($node->safe_psql('postgres', q{SELECT bpext_prewarm('t')}), '1000',
