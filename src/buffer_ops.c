@@ -16,7 +16,8 @@
  * ReadRecentBuffer checks its tag under the header lock), and the data
  * file holds its image, so nothing is lost.  The tier
  * is then emptied piece by piece after tier_map_begin_drop has made
- * admissions in flight fail.
+ * admissions in flight fail, and after the slot directory was asked for a
+ * new id, so that the emptied chunks need not be written to the SSD.
  *
  * Flushing pins each dirty buffer of the database with ReadRecentBuffer,
  * takes the content lock FlushOneBuffer requires (share, or from 19 on
@@ -45,6 +46,7 @@
 #include "progress.h"
 #include "scan_pool.h"
 #include "settings.h"
+#include "slot_directory.h"
 #include "sql_api.h"
 #include "tier_map.h"
 
@@ -193,7 +195,10 @@ bpext_drop_clean_buffers(PG_FUNCTION_ARGS)
 	spec.args.buffer_units = NBuffers;
 	bpext_scan_buffers_and_tier(&spec);
 	if (spec.nranges > 1)
+	{
 		tier_map_begin_drop();
+		slot_directory_request_renewal();
+	}
 	bpext_progress_begin(BPEXT_PROGRESS_DROP_CLEAN, spec.total_buffers);
 	bpext_scan_run(&spec, &result);
 	bpext_progress_end();

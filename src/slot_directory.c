@@ -19,7 +19,8 @@
  *
  * Which chunks may be believed.  Every chunk carries the directory's id
  * (random, chosen whenever the directory is laid out on a new or resized
- * file) and its own number under a CRC.  A chunk whose CRC does not match
+ * file, and again after bpext_drop_clean_buffers empties the whole map)
+ * and its own number under a CRC.  A chunk whose CRC does not match
  * describes empty slots: never written since the lay-out, torn, or left by
  * another file.  Leaving a page out of the map is always safe; what must
  * never happen is a valid chunk that names a page the map no longer holds
@@ -29,6 +30,20 @@
  * read.  Dead slots (their relation's generation moved on) need no mark:
  * the relation table saved at exit carries the generations, and the load
  * skips entries of an older one.
+ *
+ * Emptying the whole map.  A drop of every page marks every chunk dirty,
+ * and rewriting them all as empty would be 2 GB of writes at a terabyte,
+ * made while the drop's processes already keep the CPUs busy.  So the
+ * drop asks for a new id (slot_directory_request_renewal) before it
+ * empties anything, and the next writer of chunks takes one before it
+ * writes: every chunk on disk then reads as empty, which is safe, and the
+ * chunks the drop empties are left unwritten like any empty chunk never
+ * written under the current id.  The dirty bits stay, so a chunk changed
+ * lately is written under the new id if it holds a page.  What a renewal
+ * can lose is only warm-restart coverage: the pages of a chunk written
+ * under the old id after its last change (pages stored after the drop
+ * began, in the moment before the worker saw the request) are not
+ * reused by the next warm start.
  *
  * Locking protocol.
  *
@@ -40,9 +55,11 @@
  *	  again in a later round; a chunk written from a slot caught half way
  *	  through a change is rewritten the same way.  The slots are read
  *	  without locks (tier_map_slot_entry).
- *	- nslots, directory_id, usable and the written bits belong to the bpext
- *	  worker while the server runs, and to the postmaster at exit, when
- *	  every other process is gone.  Only those two ever write a chunk.
+ *	- nslots, directory_id, renewals_done, usable and the written bits
+ *	  belong to the bpext worker while the server runs, and to the
+ *	  postmaster at exit, when every other process is gone.  Only those two
+ *	  ever write a chunk.  Any process may bump renewals_requested (an
+ *	  atomic); the owner acts on it before it next writes a chunk.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -87,6 +104,8 @@ typedef struct SlotDirectory
 	uint32		max_chunks;		/* for bpext.max_size */
 	uint32		nslots;			/* slots of the file described; 0: none */
 	uint64		directory_id;
+	pg_atomic_uint32 renewals_requested;	/* by whole-map drops */
+	uint32		renewals_done;	/* requests the id has been renewed for */
 	bool		usable;			/* laid out, and no chunk write failed */
 	uint32		flush_cursor;	/* the bitmap word the next round starts at */
 	pg_atomic_uint32 *dirty;	/* a bit per chunk: changed since written */
@@ -128,6 +147,7 @@ slot_directory_shmem_init(uint32 max_slots, bool found)
 	if (found)
 		return;
 	memset(Dir, 0, sizeof(SlotDirectory));
+	pg_atomic_init_u32(&Dir->renewals_requested, 0);
 	Dir->max_chunks = TIER_DIR_CHUNKS(max_slots);
 	words = bitmap_words(Dir->max_chunks);
 	p += MAXALIGN(sizeof(SlotDirectory));
@@ -178,12 +198,28 @@ set_written(uint32 chunk, bool written)
 		Dir->written[chunk / 32] &= ~(1U << (chunk % 32));
 }
 
+/* A random directory id, neither 0 nor the current one. */
+static uint64
+new_directory_id(void)
+{
+	uint64		id = 0;
+
+	while (id == 0 || id == Dir->directory_id)
+	{
+		if (!pg_strong_random(&id, sizeof(id)))
+			id = (uint64) random() << 32 | (uint64) random();
+	}
+	return id;
+}
+
 /*
  * The worker has taken a file of nslots slots (or resized it): from now on
  * the directory after its last slot describes it.  directory_id is the one
  * a warm start found in the saved header (whose chunks are valid and
  * describe what the load will publish), or 0 for a new one, which makes
- * every chunk on disk invalid: a new or resized file starts empty.
+ * every chunk on disk invalid: a new or resized file starts empty.  A
+ * renewal asked for before is met either way: a new id is one, and a
+ * warm start's id comes before any drop could empty the map it loads.
  */
 void
 slot_directory_lay_out(uint32 nslots, uint64 directory_id)
@@ -191,11 +227,9 @@ slot_directory_lay_out(uint32 nslots, uint64 directory_id)
 	uint32		words = bitmap_words(Dir->max_chunks);
 	uint32		i;
 
-	while (directory_id == 0)
-	{
-		if (!pg_strong_random(&directory_id, sizeof(directory_id)))
-			directory_id = (uint64) random() << 32 | (uint64) random();
-	}
+	if (directory_id == 0)
+		directory_id = new_directory_id();
+	Dir->renewals_done = pg_atomic_read_u32(&Dir->renewals_requested);
 	for (i = 0; i < words; i++)
 	{
 		pg_atomic_write_u32(&Dir->dirty[i], 0);
@@ -206,6 +240,37 @@ slot_directory_lay_out(uint32 nslots, uint64 directory_id)
 	Dir->directory_id = directory_id;
 	Dir->flush_cursor = 0;
 	Dir->usable = true;
+}
+
+/*
+ * bpext_drop_clean_buffers is about to empty the whole map: the chunks it
+ * empties need not be written (see "Emptying the whole map" above).
+ * Called before the first page is dropped, from any process.
+ */
+void
+slot_directory_request_renewal(void)
+{
+	pg_atomic_fetch_add_u32(&Dir->renewals_requested, 1);
+}
+
+/*
+ * The owner, before it writes chunks: take a new id if a drop asked for
+ * one since the last.  No chunk is valid on disk under it yet; the dirty
+ * bits stay as they are.
+ */
+static void
+renew_if_requested(void)
+{
+	uint32		requested = pg_atomic_read_u32(&Dir->renewals_requested);
+	uint32		words = bitmap_words(Dir->max_chunks);
+	uint32		i;
+
+	if (requested == Dir->renewals_done)
+		return;
+	Dir->renewals_done = requested;
+	Dir->directory_id = new_directory_id();
+	for (i = 0; i < words; i++)
+		Dir->written[i] = 0;
 }
 
 /* Every chunk from first_chunk on must be written again. */
@@ -257,8 +322,8 @@ chunk_crc(const DirChunk *c)
 }
 
 /*
- * Fill a chunk from the map.  Returns whether any of its slots holds a
- * page.
+ * Fill a chunk from the map, all but its CRC (chunk_crc, once it is known
+ * to be written).  Returns whether any of its slots holds a page.
  */
 static bool
 build_chunk(uint32 chunk, DirChunk *c)
@@ -282,7 +347,6 @@ build_chunk(uint32 chunk, DirChunk *c)
 			e->block = InvalidBlockNumber;
 		}
 	}
-	c->header.crc = chunk_crc(c);
 	return any;
 }
 
@@ -353,6 +417,7 @@ slot_directory_flush(int fd, uint32 max_chunks, uint32 *nwritten, bool *more)
 	*more = false;
 	if (!Dir->usable || nchunks == 0)
 		return true;
+	renew_if_requested();
 	if (run_buffer == NULL)
 	{
 		run_buffer = malloc((Size) BLCKSZ * DIR_RUN_CHUNKS);
@@ -401,6 +466,7 @@ slot_directory_flush(int fd, uint32 max_chunks, uint32 *nwritten, bool *more)
 			c = (DirChunk *) (run_buffer + (Size) run_len * BLCKSZ);
 			if (!build_chunk(chunk, c) && !chunk_written(chunk))
 				continue;		/* empty, and invalid on disk already */
+			c->header.crc = chunk_crc(c);
 			if (run_len == 0)
 				run_first = chunk;
 			run_len++;
@@ -492,7 +558,9 @@ slot_directory_collect_dirty(void)
 	SlotDirBatch *batch;
 	uint32		allocated = 64;
 	uint32		w;
+	DirChunk   *c;
 
+	renew_if_requested();
 	batch = calloc(1, sizeof(SlotDirBatch));
 	if (batch == NULL)
 		return NULL;
@@ -527,10 +595,10 @@ slot_directory_collect_dirty(void)
 					goto oom;
 				batch->images = images;
 			}
-			if (!build_chunk(chunk, (DirChunk *) (batch->images +
-												  (Size) BLCKSZ * batch->nchunks)) &&
-				!chunk_written(chunk))
+			c = (DirChunk *) (batch->images + (Size) BLCKSZ * batch->nchunks);
+			if (!build_chunk(chunk, c) && !chunk_written(chunk))
 				continue;
+			c->header.crc = chunk_crc(c);
 			batch->chunks[batch->nchunks++] = chunk;
 		}
 	}

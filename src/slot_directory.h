@@ -29,6 +29,9 @@ extern void slot_directory_shmem_init(uint32 max_slots, bool found);
 /* tier_map_index.c: a slot was published or unlinked. */
 extern void slot_directory_note_change(uint32 slot);
 
+/* bpext_drop_clean_buffers, before it empties the whole map. */
+extern void slot_directory_request_renewal(void);
+
 /* The worker, when it takes a file or resizes it. */
 extern void slot_directory_lay_out(uint32 nslots, uint64 directory_id);
 extern void slot_directory_mark_all_dirty(uint32 first_chunk);
