@@ -38,12 +38,10 @@
  * empties anything, and the next writer of chunks takes one before it
  * writes: every chunk on disk then reads as empty, which is safe, and the
  * chunks the drop empties are left unwritten like any empty chunk never
- * written under the current id.  The dirty bits stay, so a chunk changed
- * lately is written under the new id if it holds a page.  What a renewal
- * can lose is only warm-restart coverage: the pages of a chunk written
- * under the old id after its last change (pages stored after the drop
- * began, in the moment before the worker saw the request) are not
- * reused by the next warm start.
+ * written under the current id.  The renewal marks every chunk dirty, so
+ * that every chunk that still holds a page is written under the new id:
+ * after a whole drop those are the few that took pages since, and a drop
+ * cancelled half way loses none of what it left in the map.
  *
  * Locking protocol.
  *
@@ -217,23 +215,30 @@ new_directory_id(void)
  * the directory after its last slot describes it.  directory_id is the one
  * a warm start found in the saved header (whose chunks are valid and
  * describe what the load will publish), or 0 for a new one, which makes
- * every chunk on disk invalid: a new or resized file starts empty.  A
- * renewal asked for before is met either way: a new id is one, and a
- * warm start's id comes before any drop could empty the map it loads.
+ * every chunk on disk invalid: a new or resized file starts empty.  Under
+ * a warm start's id every chunk counts as written until the load reads it
+ * (slot_directory_note_loaded): one the load never reaches, because it is
+ * given up, is valid on disk and names pages the map does not hold, so it
+ * must be written again, if only as empty.  A renewal asked for before
+ * is met either way: a new id is one, and a warm start's id comes before
+ * any drop could empty the map it loads.
  */
 void
 slot_directory_lay_out(uint32 nslots, uint64 directory_id)
 {
 	uint32		words = bitmap_words(Dir->max_chunks);
+	uint32		written = 0;
 	uint32		i;
 
 	if (directory_id == 0)
 		directory_id = new_directory_id();
+	else
+		written = ~UINT32_C(0);
 	Dir->renewals_done = pg_atomic_read_u32(&Dir->renewals_requested);
 	for (i = 0; i < words; i++)
 	{
 		pg_atomic_write_u32(&Dir->dirty[i], 0);
-		Dir->written[i] = 0;
+		Dir->written[i] = written;
 	}
 	pg_memory_barrier();
 	Dir->nslots = Min(nslots, Dir->max_chunks * TIER_DIR_ENTRIES_PER_CHUNK);
@@ -255,8 +260,8 @@ slot_directory_request_renewal(void)
 
 /*
  * The owner, before it writes chunks: take a new id if a drop asked for
- * one since the last.  No chunk is valid on disk under it yet; the dirty
- * bits stay as they are.
+ * one since the last.  No chunk is valid on disk under it yet, and every
+ * chunk is to be written if it holds a page.
  */
 static void
 renew_if_requested(void)
@@ -271,6 +276,7 @@ renew_if_requested(void)
 	Dir->directory_id = new_directory_id();
 	for (i = 0; i < words; i++)
 		Dir->written[i] = 0;
+	slot_directory_mark_all_dirty(0);
 }
 
 /* Every chunk from first_chunk on must be written again. */
