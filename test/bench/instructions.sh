@@ -89,6 +89,7 @@ CLIENTS=4
 RATES="50 250"
 DURATION=60
 WARMUP=2000
+UNTIL_PAUSED=0
 SHARED_BUFFERS=256MB
 CONFIGS="none off on"
 SEED=7
@@ -110,6 +111,8 @@ Usage: $0 [options]
   --rates "A B"          --whole-server: the two rates, transactions per second (default "$RATES")
   --duration S           --whole-server: seconds of each run (default $DURATION)
   --warmup N             --whole-server: transactions of pgbench -S before each run (default $WARMUP)
+  --until-paused N       --whole-server: after the warm-up, up to N more warm-ups of as many
+                         transactions until adaptive admission has paused (default $UNTIL_PAUSED)
   --configs LIST         the configurations to run, of none, off, off-nosizing (tier off,
                          bpext.sizing = off), on, miss, hit, small, large (default: all of the mode's)
   --bpext-conf "LINES"   extra postgresql.conf lines for the configurations with bpext
@@ -129,6 +132,7 @@ while [ $# -gt 0 ]; do
         --rates) RATES=$2; shift 2 ;;
         --duration) DURATION=$2; shift 2 ;;
         --warmup) WARMUP=$2; shift 2 ;;
+        --until-paused) UNTIL_PAUSED=$2; shift 2 ;;
         --bpext-conf) BPEXT_CONF=$2; shift 2 ;;
         --configs) CONFIGS_ARG=$2; shift 2 ;;
         -h|--help) usage; exit 0 ;;
@@ -400,10 +404,21 @@ run_server_pgbench() {   # rate
     # Warm-up: the pushes fill the small tier and keep it turning over;
     # given enough transactions (--warmup), adaptive admission pauses.  A
     # count, not a time: both runs must do the same work before measuring.
-    as_pg env PGAPPNAME=warmup "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -n -S \
-        -c "$CLIENTS" -j 2 -t $(( WARMUP / CLIENTS )) -M prepared postgres > /dev/null 2>&1
-    [ "$CUR" = none ] ||
-        echo "   $rate tx/s: admission_paused after the warm-up: $(psql_at -c "SELECT admission_paused FROM bpext_stats")"
+    local more=0 paused=""
+    while :; do
+        as_pg env PGAPPNAME=warmup "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -n -S \
+            -c "$CLIENTS" -j 2 -t $(( WARMUP / CLIENTS )) -M prepared postgres > /dev/null 2>&1
+        [ "$CUR" != none ] || break
+        paused=$(psql_at -c "SELECT admission_paused FROM bpext_stats")
+        # --until-paused: the paused state's own cost, however long the
+        # windows take under callgrind to pause.
+        [ "$paused" = f ] && [ "$more" -lt "$UNTIL_PAUSED" ] || break
+        more=$((more + 1))
+    done
+    if [ "$CUR" != none ]; then
+        echo "   $rate tx/s: admission_paused after $((more + 1)) warm-up(s): $paused"
+        PAUSED[$CUR]="${PAUSED[$CUR]:-}${PAUSED[$CUR]:+, }$paused"
+    fi
     c0=$(read_counters)
     logpos=$(wc -l < "$LOG")
     as_pg env PGAPPNAME=measured "$PGBIN/pgbench" -h "$WORK" -p "$PORT" -n -S \
@@ -459,7 +474,7 @@ run_server_pgbench() {   # rate
 
 if [ "$WHOLE_SERVER" = 1 ]; then
     echo "config,role,instructions_per_transaction" > "$RESULTS/results.csv"
-    declare -A ROLE_TXN CNT_TXN
+    declare -A ROLE_TXN CNT_TXN PAUSED
     ROLES=""
     for CUR in $CONFIGS; do
         echo "== $CUR"
@@ -506,6 +521,9 @@ if [ "$WHOLE_SERVER" = 1 ]; then
         echo "$row"
         row="| blks_read, lookups, hits, data-file reads per transaction |"
         for c in $CONFIGS; do row+=" ${CNT_TXN[$c]// / \/ } |"; done
+        echo "$row"
+        row="| admission paused when each run began |"
+        for c in $CONFIGS; do row+=" ${PAUSED[$c]:-} |"; done
         echo "$row"
         echo
         echo "Callgrind counts user-space instructions only: the kernel's work (each pread and pwrite, the pipe to the writer helper) is not included."

@@ -346,6 +346,17 @@ worker_cpu() {   # the bpext tier worker's CPU seconds per second under pgbench 
     record worker_cpu_per_s "$(awk -v a="$a" -v b="$b" -v hz="$hz" -v t="$(since "$t0")" 'BEGIN { printf "%.4f", (b - a) / hz / t }')"
     record pgbench_S_tps "$(sed -nE 's/^tps = ([0-9.]+).*/\1/p' "$RESULTS/pgbench-$CUR.log" | head -1)"
 }
+# Bytes the tier worker and its helpers (its children) have written.
+worker_written_bytes() {
+    local pid p v total=0
+    pid=$(q "SELECT pid FROM pg_stat_activity WHERE backend_type = 'bpext tier worker'")
+    [ -n "$pid" ] || { echo 0; return 0; }
+    for p in $pid $(ps -o pid= --ppid "$pid"); do
+        v=$(awk '/^wchar:/ { print $2 }' "/proc/$p/io" 2>/dev/null || true)
+        total=$((total + ${v:-0}))
+    done
+    echo "$total"
+}
 views() {
     local rows
     local t
@@ -403,9 +414,19 @@ resize_both() {   # gb half
 # With the data files in the page cache: the queries read what the drop
 # takes from shared buffers from there, so that their longest wait is the
 # drop's doing, not the data disk's (a cold read here takes up to 170 ms).
+# And what the tier worker and its helpers wrote from the drop's start until
+# 15 s after its end (their write calls, wchar: the slot directory chunks,
+# pages pushed meanwhile, messages between them), beside the tier page
+# bytes bpext_stats counts over the same time.
 drop_clean() {
+    local w0 b0
     find "$DATA/base" -type f -exec cat {} + > /dev/null
+    w0=$(worker_written_bytes)
+    b0=$(q "SELECT bytes_written FROM bpext_stats")
     timed_under_load drop_clean_buffers "SELECT bpext_drop_clean_buffers()"
+    sleep 15
+    record drop_clean_worker_written_MB "$(( ($(worker_written_bytes) - w0) / 1048576 ))"
+    record drop_clean_tier_pages_written_MB "$(( ($(q "SELECT bytes_written FROM bpext_stats") - b0) / 1048576 ))"
 }
 
 # The operations at one size.  fill: "real" (prewarm pgbench data) or

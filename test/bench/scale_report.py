@@ -47,6 +47,8 @@ ROWS = [
     ("flush_s", "bpext_flush (s)", "{:.2f}"),
     ("drop_clean_buffers_s", "bpext_drop_clean_buffers (s)", "{:.2f}"),
     ("drop_clean_buffers_stall_ms", "longest pgbench -S transaction during it (ms)", "{:.1f}"),
+    ("drop_clean_worker_written_MB", "written by the tier worker and its helpers, the drop and 15 s after (MB)", "{:,.0f}"),
+    ("drop_clean_tier_pages_written_MB", "of which tier pages, as bpext_stats counts them (MB)", "{:,.0f}"),
     ("drop_database_s", "DROP DATABASE, the sweep included (s)", "{:.2f}"),
 ]
 
