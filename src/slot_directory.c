@@ -38,7 +38,11 @@
  * empties anything, and the next writer of chunks takes one before it
  * writes: every chunk on disk then reads as empty, which is safe, and the
  * chunks the drop empties are left unwritten like any empty chunk never
- * written under the current id.  The renewal marks every chunk dirty, so
+ * written under the current id.  (Not all of them yet: a drop that lasts
+ * longer than the worker's rounds empties each chunk piecemeal, a chunk's
+ * slots lying in many pieces of the index, and a round writes the chunks
+ * that still hold pages; holding the rounds off until the drop ends would
+ * spare those too.)  The renewal marks every chunk dirty, so
  * that every chunk that still holds a page is written under the new id:
  * after a whole drop those are the few that took pages since, and a drop
  * cancelled half way loses none of what it left in the map.

@@ -415,12 +415,21 @@ resize_both() {   # gb half
 # takes from shared buffers from there, so that their longest wait is the
 # drop's doing, not the data disk's (a cold read here takes up to 170 ms).
 # And what the tier worker and its helpers wrote from the drop's start until
-# 15 s after its end (their write calls, wchar: the slot directory chunks,
+# 15 s after its end (once they have written what came before: under 1 MB
+# in 2 s) (their write calls, wchar: the slot directory chunks,
 # pages pushed meanwhile, messages between them), beside the tier page
 # bytes bpext_stats counts over the same time.
 drop_clean() {
-    local w0 b0
+    local w0 b0 i
     find "$DATA/base" -type f -exec cat {} + > /dev/null
+    # The fill's own directory writes first, so that they are not counted.
+    w0=$(worker_written_bytes)
+    for i in $(seq 1 300); do
+        sleep 2
+        b0=$(worker_written_bytes)
+        [ $((b0 - w0)) -lt 1048576 ] && break
+        w0=$b0
+    done
     w0=$(worker_written_bytes)
     b0=$(q "SELECT bytes_written FROM bpext_stats")
     timed_under_load drop_clean_buffers "SELECT bpext_drop_clean_buffers()"
