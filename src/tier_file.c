@@ -12,11 +12,7 @@
  * helper_io.c and tier_writer.c, never with a call of its own: see
  * doc/hung-device.md):
  *
- *	- creates it whole or not at all: unnamed in its directory (O_TMPFILE),
- *	  mode 0600, given its header, and only then linked at the path, which
- *	  fails if anything is there (create_tier_file).  A helper killed part
- *	  way, as when the device hangs during bpext_enable, leaves no file
- *	  that later attempts would have to refuse as not bpext's;
+ *	- creates it with O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600;
  *	- opens an existing one only if it is a regular file (not a symbolic
  *	  link) that starts with our magic, format and block size, and is not
  *	  locked by another server (flock, held while the tier is enabled);
@@ -25,6 +21,11 @@
  *	  header is intact (CRC) and no server holds its lock: the tier never
  *	  holds the only copy of anything, and a cluster still using the file
  *	  holds the lock;
+ *	- takes a file of the server's user that holds nothing (no byte, or
+ *	  at most a block of zeros): what a creation leaves when its helper is
+ *	  killed before the header is written, as when the device hangs
+ *	  during bpext_enable.  Refusing it would keep the tier off until
+ *	  someone removed the file by hand;
  *	- writes the header with the slot count, then preallocates the slots
  *	  and the slot directory that follows them (slot_directory.c).
  *
@@ -204,69 +205,6 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 }
 
 /*
- * In a helper: create the tier file at path, its header already written
- * (see the file header).  Where the file system has no O_TMPFILE, it is
- * created by name (O_CREAT | O_EXCL | O_NOFOLLOW), header after.  Returns
- * the descriptor, or -1 with a message in err.
- */
-static int
-create_tier_file(const char *path, uint32 nslots, char *err, size_t errlen)
-{
-	char		dir[MAXPGPATH];
-	char		self[64];
-	int			fd;
-
-	/* The directory, with its slash: the path of its files begins so. */
-	strlcpy(dir, path, sizeof(dir));
-	strrchr(dir, '/')[1] = '\0';
-#ifdef O_TMPFILE
-	fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, S_IRUSR | S_IWUSR);
-#else
-	fd = -1;
-	errno = EOPNOTSUPP;
-#endif
-	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
-	{
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				  S_IRUSR | S_IWUSR);
-		if (fd < 0 && errno == ELOOP)
-			snprintf(err, errlen, "\"%s\" is a symbolic link; bpext does not follow links",
-					 path);
-		else if (fd < 0)
-			snprintf(err, errlen, "could not create \"%s\": %m", path);
-		return fd;
-	}
-	if (fd < 0)
-	{
-		if (errno == ENOENT)
-			snprintf(err, errlen, "could not create \"%s\": the directory does not exist",
-					 path);
-		else
-			snprintf(err, errlen, "could not create \"%s\": %m", path);
-		return -1;
-	}
-	if (ftruncate(fd, BLCKSZ) != 0)
-	{
-		snprintf(err, errlen, "could not truncate \"%s\": %m", path);
-		close(fd);
-		return -1;
-	}
-	if (!write_header(fd, nslots, err, errlen))
-	{
-		close(fd);
-		return -1;
-	}
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-	if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0)
-	{
-		snprintf(err, errlen, "could not create \"%s\": %m", path);
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/*
  * In a helper: reserve the file's blocks up to size, a piece at a time,
  * each reported as progress (helper_io.c), so that a large tier on a
  * device that answers is not taken for a hung one; 0 or an errno.
@@ -320,11 +258,37 @@ cut_to(int fd, off_t size)
 }
 
 /*
+ * Does the open file hold nothing: a regular file of this user, empty or
+ * no longer than a block of zeros?  (A creation cut short, see the file
+ * header.)
+ */
+static bool
+holds_nothing(int fd)
+{
+	char	   *page = bounce_page();
+	struct stat st;
+	off_t		i;
+
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+		st.st_uid != geteuid() || st.st_size > BLCKSZ)
+		return false;
+	if (st.st_size > 0 && pread(fd, page, st.st_size, 0) != st.st_size)
+		return false;
+	for (i = 0; i < st.st_size; i++)
+	{
+		if (page[i] != 0)
+			return false;
+	}
+	return true;
+}
+
+/*
  * Decide whether an existing file may be reused as the tier file.  Our own
  * files qualify: right magic, format and block size, same cluster.  So
- * does, if the caller then gets its lock, a bpext tier file of another
- * cluster whose header is intact: *other_cluster is set to that cluster's
- * system identifier (0 for our own file).
+ * does a file that holds nothing (holds_nothing), and, if the caller then
+ * gets its lock, a bpext tier file of another cluster whose header is
+ * intact: *other_cluster is set to that cluster's system identifier (0
+ * for our own file).
  */
 static bool
 check_existing(int fd, const char *path, uint64 *other_cluster, char *err,
@@ -334,7 +298,7 @@ check_existing(int fd, const char *path, uint64 *other_cluster, char *err,
 	struct stat st;
 
 	*other_cluster = 0;
-	if (tier_file_check_ours(fd, path, NULL, err, errlen))
+	if (tier_file_check_ours(fd, path, NULL, err, errlen) || holds_nothing(fd))
 		return true;
 
 	/*
@@ -542,10 +506,9 @@ tier_file_open(const char *path, uint32 nslots, const uint64 *busy_devs,
 	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 	{
-		fd = create_tier_file(path, nslots, err, errlen);
-		if (fd < 0)
-			return -1;
-		created = true;
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				  S_IRUSR | S_IWUSR);
+		created = (fd >= 0);
 	}
 	if (fd < 0)
 	{
