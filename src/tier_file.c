@@ -21,11 +21,6 @@
  *	  header is intact (CRC) and no server holds its lock: the tier never
  *	  holds the only copy of anything, and a cluster still using the file
  *	  holds the lock;
- *	- takes a file of the server's user that holds nothing (no byte, or
- *	  at most a block of zeros): what a creation leaves when its helper is
- *	  killed before the header is written, as when the device hangs
- *	  during bpext_enable.  Refusing it would keep the tier off until
- *	  someone removed the file by hand;
  *	- writes the header with the slot count, then preallocates the slots
  *	  and the slot directory that follows them (slot_directory.c).
  *
@@ -258,37 +253,11 @@ cut_to(int fd, off_t size)
 }
 
 /*
- * Does the open file hold nothing: a regular file of this user, empty or
- * no longer than a block of zeros?  (A creation cut short, see the file
- * header.)
- */
-static bool
-holds_nothing(int fd)
-{
-	char	   *page = bounce_page();
-	struct stat st;
-	off_t		i;
-
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-		st.st_uid != geteuid() || st.st_size > BLCKSZ)
-		return false;
-	if (st.st_size > 0 && pread(fd, page, st.st_size, 0) != st.st_size)
-		return false;
-	for (i = 0; i < st.st_size; i++)
-	{
-		if (page[i] != 0)
-			return false;
-	}
-	return true;
-}
-
-/*
  * Decide whether an existing file may be reused as the tier file.  Our own
  * files qualify: right magic, format and block size, same cluster.  So
- * does a file that holds nothing (holds_nothing), and, if the caller then
- * gets its lock, a bpext tier file of another cluster whose header is
- * intact: *other_cluster is set to that cluster's system identifier (0
- * for our own file).
+ * does, if the caller then gets its lock, a bpext tier file of another
+ * cluster whose header is intact: *other_cluster is set to that cluster's
+ * system identifier (0 for our own file).
  */
 static bool
 check_existing(int fd, const char *path, uint64 *other_cluster, char *err,
@@ -298,7 +267,7 @@ check_existing(int fd, const char *path, uint64 *other_cluster, char *err,
 	struct stat st;
 
 	*other_cluster = 0;
-	if (tier_file_check_ours(fd, path, NULL, err, errlen) || holds_nothing(fd))
+	if (tier_file_check_ours(fd, path, NULL, err, errlen))
 		return true;
 
 	/*
