@@ -12,7 +12,11 @@
  * helper_io.c and tier_writer.c, never with a call of its own: see
  * doc/hung-device.md):
  *
- *	- creates it with O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600;
+ *	- creates it whole or not at all: unnamed in its directory (O_TMPFILE),
+ *	  mode 0600, given its header, and only then linked at the path, which
+ *	  fails if anything is there (create_tier_file).  A helper killed part
+ *	  way, as when the device hangs during bpext_enable, leaves no file
+ *	  that later attempts would have to refuse as not bpext's;
  *	- opens an existing one only if it is a regular file (not a symbolic
  *	  link) that starts with our magic, format and block size, and is not
  *	  locked by another server (flock, held while the tier is enabled);
@@ -197,6 +201,96 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 		return false;
 	}
 	return true;
+}
+
+/*
+ * In a helper: create the tier file at path, its header already written
+ * (see the file header).  Where the file system has no O_TMPFILE, it is
+ * created by name (O_CREAT | O_EXCL | O_NOFOLLOW), header after.  Returns
+ * the descriptor, or -1 with a message in err.
+ *
+ * Once linked, the file is opened again by its path and the unnamed
+ * descriptor closed: a descriptor of an O_TMPFILE file keeps its anonymous
+ * name for good ("dir/#inode (deleted)" in /proc/PID/fd), and every
+ * description bpext later opens through /proc would carry it, so lsof
+ * would show the tier as a deleted file held open.
+ */
+static int
+create_tier_file(const char *path, uint32 nslots, char *err, size_t errlen)
+{
+	char		dir[MAXPGPATH];
+	char		self[64];
+	struct stat unnamed;
+	struct stat linked;
+	int			fd;
+	int			named;
+
+	/* The directory, with its slash: the path of its files begins so. */
+	strlcpy(dir, path, sizeof(dir));
+	strrchr(dir, '/')[1] = '\0';
+#ifdef O_TMPFILE
+	fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, S_IRUSR | S_IWUSR);
+#else
+	fd = -1;
+	errno = EOPNOTSUPP;
+#endif
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
+	{
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				  S_IRUSR | S_IWUSR);
+		if (fd < 0 && errno == ELOOP)
+			snprintf(err, errlen, "\"%s\" is a symbolic link; bpext does not follow links",
+					 path);
+		else if (fd < 0)
+			snprintf(err, errlen, "could not create \"%s\": %m", path);
+		return fd;
+	}
+	if (fd < 0)
+	{
+		if (errno == ENOENT)
+			snprintf(err, errlen, "could not create \"%s\": the directory does not exist",
+					 path);
+		else
+			snprintf(err, errlen, "could not create \"%s\": %m", path);
+		return -1;
+	}
+	if (ftruncate(fd, BLCKSZ) != 0)
+	{
+		snprintf(err, errlen, "could not truncate \"%s\": %m", path);
+		close(fd);
+		return -1;
+	}
+	if (!write_header(fd, nslots, err, errlen))
+	{
+		close(fd);
+		return -1;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW) != 0)
+	{
+		snprintf(err, errlen, "could not create \"%s\": %m", path);
+		close(fd);
+		return -1;
+	}
+
+	/* Named from here on; anything else at the path is not ours. */
+	named = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (named < 0 || fstat(fd, &unnamed) != 0 || fstat(named, &linked) != 0 ||
+		unnamed.st_dev != linked.st_dev || unnamed.st_ino != linked.st_ino)
+	{
+		if (named < 0)
+			snprintf(err, errlen, "could not open \"%s\" after creating it: %m",
+					 path);
+		else
+			snprintf(err, errlen, "\"%s\" was replaced while bpext created it",
+					 path);
+		if (named >= 0)
+			close(named);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return named;
 }
 
 /*
@@ -475,9 +569,10 @@ tier_file_open(const char *path, uint32 nslots, const uint64 *busy_devs,
 	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 	{
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				  S_IRUSR | S_IWUSR);
-		created = (fd >= 0);
+		fd = create_tier_file(path, nslots, err, errlen);
+		if (fd < 0)
+			return -1;
+		created = true;
 	}
 	if (fd < 0)
 	{

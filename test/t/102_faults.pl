@@ -560,6 +560,36 @@ sub finish_hammers
 	reenable($name);
 }
 
+# --- a creation held in its header write ---------------------------------------
+# The helper that creates a tier file is held in its header write past
+# bpext.io_timeout and killed, as on a device that hangs.  No file is left
+# at the path: the file is made unnamed and linked there only once it has
+# its header.  (A file made by name and left without one, empty, was
+# refused by every later bpext_enable() as not bpext's, so the tier stayed
+# off until someone removed it.)  The next bpext_enable() creates it.
+{
+	my $name = 'held header write';
+	my $new = "$ssd/held.tier";
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET bpext.io_timeout = '2s'; SELECT pg_reload_conf();");
+	bpext_fault($node, 'write_sleep', 1, 600000);
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SELECT bpext_enable('$new', '${tier_mb}MB')");
+	bpext_fault($node, 'write_sleep', 0);
+	isnt($ret, 0, "$name: bpext_enable() fails");
+	cmp_ok(bpext_faults_injected($node, 'write_sleep'), '>', 0,
+		"$name: the header write was held");
+	ok(!-e $new, "$name: no file is left at the path");
+	is( $node->safe_psql('postgres',
+			"SELECT bpext_enable('$new', '${tier_mb}MB')"),
+		'BUFFER POOL EXTENSION ENABLED',
+		"$name: the next bpext_enable() creates the file");
+	is(bpext_file_size($new), bpext_tier_file_bytes($tier_mb),
+		"$name: the whole file");
+	bpext_check_table($node, 'postgres', 't', rows => $nrows, ver => $ver,
+		scan => 'index', name => "$name, after");
+}
+
 my $s = bpext_stats($node);
 note(sprintf('io_errors %d, crc_failures %d', $s->{io_errors}, $s->{crc_failures}));
 ok(!$node->log_contains(qr/PANIC|TRAP:|server process .* was terminated/),
