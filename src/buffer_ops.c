@@ -17,7 +17,8 @@
  * file holds its image, so nothing is lost.  The tier
  * is then emptied piece by piece after tier_map_begin_drop has made
  * admissions in flight fail, and after the slot directory was asked for a
- * new id, so that the emptied chunks need not be written to the SSD.
+ * new id, so that the emptied chunks need not be written to the SSD (the
+ * bpext worker writes no chunk until the drop ends, failed or not).
  *
  * Flushing pins each dirty buffer of the database with ReadRecentBuffer,
  * takes the content lock FlushOneBuffer requires (share, or from 19 on
@@ -39,6 +40,7 @@
 #include "miscadmin.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
+#include "storage/ipc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 
@@ -168,6 +170,34 @@ bpext_flush_unit(BpextScan *scan, uint64 unit)
 	UnlockReleaseBuffer(buffer);
 }
 
+/* Has this backend begun a drop of the whole map it has not ended? */
+static bool whole_map_drop_running = false;
+
+/*
+ * The slot directory may be written again (slot_directory_end_drop): the
+ * drop of the whole map is over, done, failed or cancelled.
+ */
+static void
+end_whole_map_drop(void)
+{
+	if (whole_map_drop_running)
+	{
+		whole_map_drop_running = false;
+		slot_directory_end_drop();
+	}
+}
+
+/*
+ * The same at backend exit (a FATAL error during the drop).  Registered
+ * once, and for good: the scan registers exit callbacks of its own, so
+ * one pushed and popped around it would not be the latest when popped.
+ */
+static void
+end_whole_map_drop_at_exit(int code, Datum arg)
+{
+	end_whole_map_drop();
+}
+
 /*
  * bpext_drop_clean_buffers() returns bigint
  *
@@ -178,6 +208,7 @@ bpext_flush_unit(BpextScan *scan, uint64 unit)
 Datum
 bpext_drop_clean_buffers(PG_FUNCTION_ARGS)
 {
+	static bool exit_callback_registered = false;
 	BpextScanSpec spec;
 	BpextScanResult result;
 
@@ -196,12 +227,26 @@ bpext_drop_clean_buffers(PG_FUNCTION_ARGS)
 	bpext_scan_buffers_and_tier(&spec);
 	if (spec.nranges > 1)
 	{
+		if (!exit_callback_registered)
+		{
+			before_shmem_exit(end_whole_map_drop_at_exit, (Datum) 0);
+			exit_callback_registered = true;
+		}
 		tier_map_begin_drop();
-		slot_directory_request_renewal();
+		whole_map_drop_running = true;
+		slot_directory_begin_drop();
 	}
-	bpext_progress_begin(BPEXT_PROGRESS_DROP_CLEAN, spec.total_buffers);
-	bpext_scan_run(&spec, &result);
-	bpext_progress_end();
+	PG_TRY();
+	{
+		bpext_progress_begin(BPEXT_PROGRESS_DROP_CLEAN, spec.total_buffers);
+		bpext_scan_run(&spec, &result);
+		bpext_progress_end();
+	}
+	PG_FINALLY();
+	{
+		end_whole_map_drop();
+	}
+	PG_END_TRY();
 	PG_RETURN_INT64((int64) result.scanned);
 }
 

@@ -34,15 +34,15 @@
  * Emptying the whole map.  A drop of every page marks every chunk dirty,
  * and rewriting them all as empty would be 2 GB of writes at a terabyte,
  * made while the drop's processes already keep the CPUs busy.  So the
- * drop asks for a new id (slot_directory_request_renewal) before it
- * empties anything, and the next writer of chunks takes one before it
- * writes: every chunk on disk then reads as empty, which is safe, and the
- * chunks the drop empties are left unwritten like any empty chunk never
- * written under the current id.  (Not all of them yet: a drop that lasts
- * longer than the worker's rounds empties each chunk piecemeal, a chunk's
- * slots lying in many pieces of the index, and a round writes the chunks
- * that still hold pages; holding the rounds off until the drop ends would
- * spare those too.)  The renewal marks every chunk dirty, so
+ * drop asks for a new id (slot_directory_begin_drop) before it empties
+ * anything, and the next writer of chunks takes one before it writes:
+ * every chunk on disk then reads as empty, which is safe, and the chunks
+ * the drop empties are left unwritten like any empty chunk never written
+ * under the current id.  The worker's rounds are held off until the drop
+ * ends (slot_directory_end_drop): a terabyte drop takes tens of seconds
+ * and empties each chunk piecemeal, a chunk's slots lying in many pieces
+ * of the index, so a round in between would write every chunk that still
+ * held a page, some of them many times.  The renewal marks every chunk dirty, so
  * that every chunk that still holds a page is written under the new id:
  * after a whole drop those are the few that took pages since, and a drop
  * cancelled half way loses none of what it left in the map.
@@ -60,8 +60,13 @@
  *	- nslots, directory_id, renewals_done, usable and the written bits
  *	  belong to the bpext worker while the server runs, and to the
  *	  postmaster at exit, when every other process is gone.  Only those two
- *	  ever write a chunk.  Any process may bump renewals_requested (an
- *	  atomic); the owner acts on it before it next writes a chunk.
+ *	  ever write a chunk.  Any process may bump renewals_requested and
+ *	  drops_running (atomics); the owner acts on the first before it next
+ *	  writes a chunk, and the worker writes none while the second is not
+ *	  zero.  A drop lowers drops_running again even when it fails or its
+ *	  backend exits (buffer_ops.c); one killed outright takes shared
+ *	  memory with it (a crash restart).  The postmaster at exit does not
+ *	  look at it: no drop runs any more.
  *
  * Copyright (c) 2026, bpext developers
  *
@@ -107,6 +112,7 @@ typedef struct SlotDirectory
 	uint32		nslots;			/* slots of the file described; 0: none */
 	uint64		directory_id;
 	pg_atomic_uint32 renewals_requested;	/* by whole-map drops */
+	pg_atomic_uint32 drops_running; /* whole-map drops under way */
 	uint32		renewals_done;	/* requests the id has been renewed for */
 	bool		usable;			/* laid out, and no chunk write failed */
 	uint32		flush_cursor;	/* the bitmap word the next round starts at */
@@ -150,6 +156,7 @@ slot_directory_shmem_init(uint32 max_slots, bool found)
 		return;
 	memset(Dir, 0, sizeof(SlotDirectory));
 	pg_atomic_init_u32(&Dir->renewals_requested, 0);
+	pg_atomic_init_u32(&Dir->drops_running, 0);
 	Dir->max_chunks = TIER_DIR_CHUNKS(max_slots);
 	words = bitmap_words(Dir->max_chunks);
 	p += MAXALIGN(sizeof(SlotDirectory));
@@ -253,13 +260,23 @@ slot_directory_lay_out(uint32 nslots, uint64 directory_id)
 
 /*
  * bpext_drop_clean_buffers is about to empty the whole map: the chunks it
- * empties need not be written (see "Emptying the whole map" above).
- * Called before the first page is dropped, from any process.
+ * empties need not be written, and the worker writes none until
+ * slot_directory_end_drop (see "Emptying the whole map" above).  Called
+ * before the first page is dropped, from any process.
  */
 void
-slot_directory_request_renewal(void)
+slot_directory_begin_drop(void)
 {
+	pg_atomic_fetch_add_u32(&Dir->drops_running, 1);
 	pg_atomic_fetch_add_u32(&Dir->renewals_requested, 1);
+}
+
+/* The drop begun by slot_directory_begin_drop is over, done or not. */
+void
+slot_directory_end_drop(void)
+{
+	Assert(pg_atomic_read_u32(&Dir->drops_running) > 0);
+	pg_atomic_fetch_sub_u32(&Dir->drops_running, 1);
 }
 
 /*
@@ -410,8 +427,8 @@ write_run(int fd, uint32 first, uint32 n)
  * holds no page and was never written since the lay-out is left as it is:
  * on disk it is invalid, which reads as empty.  *nwritten says how many
  * were handled and *more whether dirty ones are left.  False, with errno,
- * if a write failed.  Only the worker (while the server runs) and the
- * postmaster (at exit) call this.
+ * if a write failed.  Nothing is written while a whole-map drop runs.
+ * Only the worker (while the server runs) calls this.
  */
 bool
 slot_directory_flush(int fd, uint32 max_chunks, uint32 *nwritten, bool *more)
@@ -425,7 +442,8 @@ slot_directory_flush(int fd, uint32 max_chunks, uint32 *nwritten, bool *more)
 
 	*nwritten = 0;
 	*more = false;
-	if (!Dir->usable || nchunks == 0)
+	if (!Dir->usable || nchunks == 0 ||
+		pg_atomic_read_u32(&Dir->drops_running) != 0)
 		return true;
 	renew_if_requested();
 	if (run_buffer == NULL)

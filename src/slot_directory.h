@@ -30,7 +30,8 @@ extern void slot_directory_shmem_init(uint32 max_slots, bool found);
 extern void slot_directory_note_change(uint32 slot);
 
 /* bpext_drop_clean_buffers, before it empties the whole map. */
-extern void slot_directory_request_renewal(void);
+extern void slot_directory_begin_drop(void);
+extern void slot_directory_end_drop(void);
 
 /* The worker, when it takes a file or resizes it. */
 extern void slot_directory_lay_out(uint32 nslots, uint64 directory_id);

@@ -74,6 +74,8 @@ our @EXPORT = qw(
   bpext_admit_by_reading
   bpext_count_in_log
   bpext_worker_pid
+  bpext_worker_written
+  bpext_wait_for_quiet_worker
   bpext_file_md5
   bpext_file_size
   bpext_tier_file_bytes
@@ -732,6 +734,64 @@ sub bpext_worker_pid
 	}
 	closedir $dh;
 	return undef;
+}
+
+=pod
+
+=item bpext_worker_written(node)
+
+Bytes the node's bpext worker and its helpers (its children) have
+written, in write calls of any kind (/proc/PID/io wchar).
+
+=cut
+
+sub bpext_worker_written
+{
+	my ($node) = @_;
+	my $worker = bpext_worker_pid($node) // die 'no bpext worker';
+	my $total = 0;
+	opendir(my $dh, '/proc') or die "could not read /proc: $!";
+	for my $pid (grep { /^\d+$/ } readdir $dh)
+	{
+		open(my $fh, '<', "/proc/$pid/stat") or next;
+		my $stat = <$fh> // '';
+		close $fh;
+		next
+		  unless $pid == $worker
+		  || ($stat =~ /^\d+ \(.*\) \S (\d+)/ && $1 == $worker);
+		my $io = eval { slurp_file("/proc/$pid/io") } // next;
+		$total += $1 if $io =~ /^wchar: (\d+)/m;
+	}
+	closedir $dh;
+	return $total;
+}
+
+=pod
+
+=item bpext_wait_for_quiet_worker(node)
+
+Wait until the bpext worker has written no more than its messages to its
+helpers (a few hundred bytes a round, against 8 kB for each slot
+directory chunk) for two of its directory rounds (one a second), and at
+least 6 s: on a busy machine its first round after a change may come
+late.  Returns bpext_worker_written then; dies after 180 s.
+
+=cut
+
+sub bpext_wait_for_quiet_worker
+{
+	my ($node) = @_;
+	my $last = bpext_worker_written($node);
+	my $quiet = 0;
+	for (1 .. 90)
+	{
+		sleep 2;
+		my $now = bpext_worker_written($node);
+		$quiet = $now - $last < 2048 ? $quiet + 1 : 0;
+		$last = $now;
+		return $now if $quiet >= 3;
+	}
+	die 'the bpext worker kept writing';
 }
 
 =pod

@@ -16,6 +16,11 @@
 #     (wait_for_cuts, which notes cut_wait) instead of cutting the file with
 #     the slot still hashed, and ends once the drop is let go.
 #  3. The same for a disable (tier_map_clear).
+#  4. While a drop of the whole map is held in its walk, the bpext worker
+#     writes no slot directory chunk (slot_directory.c, "Emptying the
+#     whole map"; a build that does writes the chunks that still hold
+#     pages); once the drop is cancelled, the worker writes those chunks
+#     (under the drop's new directory id) again.
 # It needs a bpext built with `make BPEXT_TEST_HOOKS=1`, and is skipped
 # otherwise.
 
@@ -222,6 +227,47 @@ $node->safe_psql('postgres', "SELECT bpext_prewarm('t')");
 is( $node->safe_psql('postgres',
 		"SELECT v FROM t"),
 	'written-after-the-cut', 't reads back as written');
+
+# 4. The slot directory while a drop is held, then cancelled.
+$node->safe_psql('postgres', "SELECT bpext_prewarm('f')");
+my $f_pages = in_tier('f');
+cmp_ok($f_pages, '>', 511,
+	"$f_pages pages of f in the tier, in more than one directory chunk");
+my $before = bpext_wait_for_quiet_worker($node);
+hold('cut', 'f');
+($d_out, $d_err) = ('', '');
+# The session stays on after the drop (no ON_ERROR_STOP): its backend's
+# exit must not be what lets the directory be written again.
+$drop = IPC::Run::start(
+	[ 'psql', '-X', '-At', '-d', $node->connstr('postgres'),
+	  '-c', 'SELECT bpext_drop_clean_buffers()',
+	  '-c', 'SELECT pg_sleep(600)' ],
+	'>', \$d_out, '2>', \$d_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+ok(wait_until(sub { reached('cut') }), 'a drop of f is held in its walk');
+sleep 4;    # the worker's directory rounds come once a second
+my $during = bpext_worker_written($node) - $before;
+cmp_ok($during, '<', 8192,
+	"while the drop is held the worker wrote $during bytes, no directory chunk");
+my $drop_pid = $node->safe_psql('postgres', q{
+	SELECT pid FROM pg_stat_activity
+	 WHERE query = 'SELECT bpext_drop_clean_buffers()'});
+like($drop_pid, qr/^\d+$/, 'the held drop is found');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($drop_pid)");
+release('cut');
+ok( wait_until(
+		sub {
+			$drop->pump_nb;
+			$d_err =~ /canceling statement due to user request/;
+		}),
+	'the drop is cancelled once let go');
+cmp_ok(bpext_config($node)->{allocated_pages}, '>', 0,
+	'the cancelled drop left pages in the tier');
+my $written = bpext_wait_for_quiet_worker($node) - $before;
+cmp_ok($written - $during, '>=', 8192,
+	"after the cancelled drop, its session still open, the worker wrote the chunks that still hold pages ($written bytes)");
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($drop_pid)");
+$drop->finish;
 
 ok(!$node->log_contains('TRAP|server process .* was terminated|checksum mismatch'),
 	'no backend crashed, no checksum mismatch');

@@ -47,58 +47,17 @@ sub tier_pages_of
 		                       pg_relation_filenode('${table}_pkey'))});
 }
 
-# Bytes the bpext worker and its helpers (its children) have written, in
-# write calls of any kind (/proc/PID/io wchar).
-sub worker_written
-{
-	my $worker = bpext_worker_pid($node) // die 'no bpext worker';
-	my $total = 0;
-	opendir(my $dh, '/proc') or die "could not read /proc: $!";
-	for my $pid (grep { /^\d+$/ } readdir $dh)
-	{
-		open(my $fh, '<', "/proc/$pid/stat") or next;
-		my $stat = <$fh> // '';
-		close $fh;
-		next
-		  unless $pid == $worker
-		  || ($stat =~ /^\d+ \(.*\) \S (\d+)/ && $1 == $worker);
-		my $io = eval { slurp_file("/proc/$pid/io") } // next;
-		$total += $1 if $io =~ /^wchar: (\d+)/m;
-	}
-	closedir $dh;
-	return $total;
-}
-
-# Wait until the worker has written no more than its messages to its
-# helpers (a few hundred bytes a round, against 8 kB for each directory
-# chunk) for two of its directory rounds (one a second), and at least 6 s:
-# on a busy machine its first round after a change may come late.
-sub wait_for_quiet_worker
-{
-	my $last = worker_written();
-	my $quiet = 0;
-	for (1 .. 90)
-	{
-		sleep 2;
-		my $now = worker_written();
-		$quiet = $now - $last < 2048 ? $quiet + 1 : 0;
-		$last = $now;
-		return $now if $quiet >= 3;
-	}
-	die 'the bpext worker kept writing';
-}
-
 # -------------------------------------------------- 1. the drop's writes
 $node->safe_psql('postgres',
 	"CHECKPOINT; SELECT bpext_prewarm('a'), bpext_prewarm('a_pkey')");
 my $held = bpext_config($node)->{allocated_pages};
 my $chunk_bytes = 8192 * int($held / 511);
 cmp_ok($held, '>=', 10000, "the tier holds the table ($held pages)");
-my $before = wait_for_quiet_worker();
+my $before = bpext_wait_for_quiet_worker($node);
 my $dropped = $node->safe_psql('postgres', 'SELECT bpext_drop_clean_buffers()');
 # No query until the worker is done: a catalog page a query reads could be
 # stored, and its chunk written.
-my $written = wait_for_quiet_worker() - $before;
+my $written = bpext_wait_for_quiet_worker($node) - $before;
 cmp_ok($dropped, '>=', $held, 'the drop dropped every tier page');
 is(bpext_config($node)->{allocated_pages}, 0, 'the tier is empty');
 cmp_ok($written, '<', $chunk_bytes / 2,
@@ -115,7 +74,7 @@ $node->safe_psql('postgres', q{
 bpext_evict_shared_buffers($node);
 $node->safe_psql('postgres',
 	"SELECT bpext_prewarm('b'), bpext_prewarm('b_pkey'); CHECKPOINT;");
-wait_for_quiet_worker();
+bpext_wait_for_quiet_worker($node);
 my $b_pages = tier_pages_of('b');
 my $a_pages = tier_pages_of('a');
 cmp_ok($b_pages, '>', 50, "b is in the tier ($b_pages pages)");
