@@ -16,7 +16,9 @@
  *	  mode 0600, given its header, and only then linked at the path, which
  *	  fails if anything is there (create_tier_file).  A helper killed part
  *	  way, as when the device hangs during bpext_enable, leaves no file
- *	  that later attempts would have to refuse as not bpext's;
+ *	  that later attempts would have to refuse as not bpext's (on a file
+ *	  system without O_TMPFILE it is created by name, O_CREAT | O_EXCL |
+ *	  O_NOFOLLOW, and such a helper still leaves an empty file);
  *	- opens an existing one only if it is a regular file (not a symbolic
  *	  link) that starts with our magic, format and block size, and is not
  *	  locked by another server (flock, held while the tier is enabled);
@@ -275,21 +277,28 @@ create_tier_file(const char *path, uint32 nslots, char *err, size_t errlen)
 
 	/* Named from here on; anything else at the path is not ours. */
 	named = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-	if (named < 0 || fstat(fd, &unnamed) != 0 || fstat(named, &linked) != 0 ||
-		unnamed.st_dev != linked.st_dev || unnamed.st_ino != linked.st_ino)
+	if (named < 0)
 	{
-		if (named < 0)
-			snprintf(err, errlen, "could not open \"%s\" after creating it: %m",
-					 path);
-		else
-			snprintf(err, errlen, "\"%s\" was replaced while bpext created it",
-					 path);
-		if (named >= 0)
-			close(named);
+		snprintf(err, errlen, "could not open \"%s\" after creating it: %m",
+				 path);
+		close(fd);
+		return -1;
+	}
+	if (fstat(fd, &unnamed) != 0 || fstat(named, &linked) != 0)
+	{
+		snprintf(err, errlen, "could not stat \"%s\": %m", path);
+		close(named);
 		close(fd);
 		return -1;
 	}
 	close(fd);
+	if (unnamed.st_dev != linked.st_dev || unnamed.st_ino != linked.st_ino)
+	{
+		snprintf(err, errlen, "\"%s\" was replaced while bpext created it",
+				 path);
+		close(named);
+		return -1;
+	}
 	return named;
 }
 

@@ -47,7 +47,8 @@
  *					 device: an open() that may write (O_WRONLY, O_RDWR,
  *					 O_CREAT, O_TRUNC), fsync(), fdatasync(),
  *					 sync_file_range(), posix_fallocate(), fallocate(),
- *					 ftruncate(), flock(), fchmod(), unlink(), stat(),
+ *					 ftruncate(), flock(), fchmod(), unlink(), linkat()
+ *					 (to a watched path), stat(),
  *					 lstat(), access() and statvfs() by path.  A read-only
  *					 open is let through: the kernel resolves the path of a
  *					 file something holds open from its cache, with no I/O.
@@ -133,6 +134,7 @@ static int	(*real_sync_file_range) (int, off_t, off_t, unsigned int);
 static int	(*real_flock) (int, int);
 static int	(*real_fchmod) (int, mode_t);
 static int	(*real_unlink) (const char *);
+static int	(*real_linkat) (int, const char *, int, const char *, int);
 static int	(*real_stat) (const char *, struct stat *);
 static int	(*real_lstat) (const char *, struct stat *);
 static int	(*real_access) (const char *, int);
@@ -821,6 +823,16 @@ unlink(const char *path)
 	RESOLVE(unlink);
 	sleep_fault_on(path_tracked(path), "call_sleep", -1, &call_sleep_calls);
 	return real_unlink(path);
+}
+
+/* bpext links a tier file it made unnamed (O_TMPFILE) at its path. */
+int
+linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+	   int flags)
+{
+	RESOLVE(linkat);
+	sleep_fault_on(path_tracked(newpath), "call_sleep", -1, &call_sleep_calls);
+	return real_linkat(olddirfd, oldpath, newdirfd, newpath, flags);
 }
 
 int
