@@ -771,8 +771,9 @@ sub bpext_worker_written
 =item bpext_wait_for_quiet_worker(node)
 
 Wait until the bpext worker has written no more than its messages to its
-helpers (a few hundred bytes a round, against 8 kB for each slot
-directory chunk) for two of its directory rounds (one a second), and at
+helpers (a few hundred bytes a round, against 16 kB for each slot
+directory chunk: 8 kB through the pipe to the writer helper, 8 kB in its
+pwrite) for two of its directory rounds (one a second), and at
 least 6 s: on a busy machine its first round after a change may come
 late.  Returns bpext_worker_written then; dies after 180 s.
 
