@@ -206,10 +206,10 @@ write_header(int fd, uint32 nslots, char *err, size_t errlen)
 }
 
 /*
- * In a helper: create the tier file at path, its header already written
- * (see the file header).  Where the file system has no O_TMPFILE, it is
- * created by name (O_CREAT | O_EXCL | O_NOFOLLOW), header after.  Returns
- * the descriptor, or -1 with a message in err.
+ * In a helper: create the tier file at path, with its header (see the file
+ * header).  Where the file system has no O_TMPFILE, it is created by name
+ * (O_CREAT | O_EXCL | O_NOFOLLOW), header after.  Returns the descriptor,
+ * or -1 with a message in err.
  *
  * Once linked, the file is opened again by its path and the unnamed
  * descriptor closed: a descriptor of an O_TMPFILE file keeps its anonymous
@@ -245,6 +245,11 @@ create_tier_file(const char *path, uint32 nslots, char *err, size_t errlen)
 					 path);
 		else if (fd < 0)
 			snprintf(err, errlen, "could not create \"%s\": %m", path);
+		else if (!write_header(fd, nslots, err, errlen))
+		{
+			close(fd);
+			return -1;
+		}
 		return fd;
 	}
 	if (fd < 0)
@@ -254,12 +259,6 @@ create_tier_file(const char *path, uint32 nslots, char *err, size_t errlen)
 					 path);
 		else
 			snprintf(err, errlen, "could not create \"%s\": %m", path);
-		return -1;
-	}
-	if (ftruncate(fd, BLCKSZ) != 0)
-	{
-		snprintf(err, errlen, "could not truncate \"%s\": %m", path);
-		close(fd);
 		return -1;
 	}
 	if (!write_header(fd, nslots, err, errlen))
@@ -646,17 +645,23 @@ tier_file_open(const char *path, uint32 nslots, const uint64 *busy_devs,
 		return -1;
 	}
 	*taken_from = other_cluster;
-	if (!created)
-		(void) fchmod(fd, S_IRUSR | S_IWUSR);
 
-	/* Cut whatever a previous incarnation left, then preallocate. */
-	if (ftruncate(fd, BLCKSZ) != 0)
+	/*
+	 * An existing file: cut whatever a previous incarnation left and give
+	 * it a new header (a new file has its header already).  Then
+	 * preallocate.
+	 */
+	if (!created)
 	{
-		snprintf(err, errlen, "could not truncate \"%s\": %m", path);
-		goto fail;
+		(void) fchmod(fd, S_IRUSR | S_IWUSR);
+		if (ftruncate(fd, BLCKSZ) != 0)
+		{
+			snprintf(err, errlen, "could not truncate \"%s\": %m", path);
+			goto fail;
+		}
+		if (!write_header(fd, nslots, err, errlen))
+			goto fail;
 	}
-	if (!write_header(fd, nslots, err, errlen))
-		goto fail;
 	helper_io_progress();
 	rc = preallocate(fd, TIER_FILE_BYTES(nslots));
 	if (rc != 0)
