@@ -127,6 +127,19 @@ def ram_rounds(runs, w, c):
             for n in sorted({k[1] for k in tps}) if ("M0", n) in tps and (c, n) in tps]
 
 
+def ram_cpu_rounds(runs, w, c):
+    """Server CPU per transaction of the data-in-RAM rounds:
+    [(round, M0 us/txn, c us/txn, M0/c)], so that, like TPS, 1.0 is parity
+    and below it bpext costs more."""
+    cost = {}
+    for r in runs:
+        if (r["config"] in ("M0", c) and r["workload"] == w and r["tag"] == "main"
+                and r["server_cpu_us_per_txn"]):
+            cost[(r["config"], r.get("round", 1))] = r["server_cpu_us_per_txn"]
+    return [(n, cost[("M0", n)], cost[(c, n)], cost[("M0", n)] / cost[(c, n)])
+            for n in sorted({k[1] for k in cost}) if ("M0", n) in cost and (c, n) in cost]
+
+
 def delta(after, before, key):
     if not after or not before or after.get(key) is None or before.get(key) is None:
         return None
@@ -188,6 +201,12 @@ def main():
         r["tier_inflight_mean"] = inflight.get("mean")
         r["tier_inflight_max"] = inflight.get("max")
         r["tier_writes_ps"] = ratio(r["tier_writes"], secs)
+        # CPU time of the server's processes (its cgroup) per transaction,
+        # and the bpext tier worker's per second of the run.
+        cpu_ns = r.get("server_cpu_ns")
+        r["server_cpu_us_per_txn"] = ratio(None if cpu_ns is None else cpu_ns / 1000.0,
+                                           r["transactions"])
+        r["worker_cpu_ms_per_s"] = ratio(r.get("worker_cpu_ms"), secs)
         r["tier_pushed"] = delta(b1, b0, "pages_pushed")
         r["tier_dual_written"] = delta(b1, b0, "pages_dual_written")
         r["tier_evictions"] = delta(b1, b0, "extension_page_evictions")
@@ -327,13 +346,55 @@ def main():
                          + " | ".join(cells.get(n, "-") for n in range(1, nr + 1))
                          + f" | {statistics.median(vals):.3f} | {min(vals):.3f} - {max(vals):.3f} |")
         lines.append("\nEach cell: ratio (M0 TPS / bpext TPS).\n")
+        ram_cpu = {(w, c): ram_cpu_rounds(runs, w, c) for w in ram_workloads for c in ("MS", "ML")}
+        if any(ram_cpu.values()):
+            lines.append("CPU time of the server's processes per transaction, from its cgroup "
+                         "(user and system, every backend and worker; pgbench not included), "
+                         "in the same runs:\n")
+            lines.append("| workload | ratio | " + " | ".join(f"round {n}" for n in range(1, nr + 1))
+                         + " | median | min - max |")
+            lines.append("|" + "---|" * (nr + 4))
+            for (w, c), per_round in ram_cpu.items():
+                if not per_round:
+                    continue
+                cells = {n: f"{v:.3f} ({a:.1f} / {b:.1f})" for n, a, b, v in per_round}
+                vals = [x[3] for x in per_round]
+                lines.append(f"| {WORKLOAD_LABEL[w]} | M0/{c} | "
+                             + " | ".join(cells.get(n, "-") for n in range(1, nr + 1))
+                             + f" | {statistics.median(vals):.3f} | {min(vals):.3f} - {max(vals):.3f} |")
+            lines.append("\nEach cell: ratio (M0 us / bpext us of server CPU per transaction); "
+                         "below 1, bpext's server costs more CPU per transaction.\n")
+
+    # -- perf profiles (--profile): the server's CPU by library
+    profiled = [r for r in sorted(runs, key=lambda r: r["t0"]) if r.get("profile")]
+    if profiled:
+        lines.append("## The server's CPU by library (perf)\n")
+        lines.append(f"Samples of every CPU (cpu-clock, 999 Hz) for {p.get('profile_seconds')} s "
+                     "of each measured run, from its 3rd second; each cell a percentage of the "
+                     "samples of the server's processes (named postgres), the last column their "
+                     "share of all samples (the rest: pgbench, idle, other processes).  "
+                     "`runs/*.profile.txt` has the symbols.\n")
+        lines.append("| config | workload | round | bpext.so | postgres | kernel | libc | other | "
+                     "server, of all samples |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        for r in profiled:
+            prof = dict(r["profile"])
+            server = prof.pop("samples_share", None)
+            named = [prof.pop(k, 0.0) for k in ("bpext.so", "postgres", "[kernel.kallsyms]")]
+            libc = sum(v for k, v in list(prof.items()) if k.startswith("libc."))
+            other = sum(v for k, v in prof.items() if not k.startswith("libc."))
+            lines.append(f"| {r['config']} | {r['workload']} | {r.get('round', 1)} | "
+                         + " | ".join(f"{v:.1f}%" for v in named + [libc, other])
+                         + f" | {fmt(server, 1, '%')} |")
+        lines.append("")
 
     # -- per-run detail
     lines.append("## Runs\n")
     lines.append("| config | workload | run | round | TPS | latency ms | data disk r/s | w/s | "
                  "shared-buffer misses/txn | read latency us | tier hit % | tier reads/s | "
-                 "tier writes/s | tier read us | SSD reads in flight, mean / max | load |")
-    lines.append("|" + "---|" * 16)
+                 "tier writes/s | tier read us | SSD reads in flight, mean / max | "
+                 "server CPU us/txn | bpext worker CPU ms/s | load |")
+    lines.append("|" + "---|" * 18)
     ordered = sorted(runs, key=lambda r: r["t0"])
     for r in ordered:
         lines.append("| " + " | ".join([
@@ -344,6 +405,7 @@ def main():
             fmt(r["tier_writes_ps"]), fmt(r["tier_read_us"]),
             "-" if r["tier_inflight_mean"] is None
             else f"{r['tier_inflight_mean']:.1f} / {r['tier_inflight_max']}",
+            fmt(r["server_cpu_us_per_txn"], 1), fmt(r["worker_cpu_ms_per_s"], 1),
             r["load"].split()[0]]) + " |")
     lines.append("")
 
@@ -428,6 +490,14 @@ def main():
                        f"{len(vals)} rounds ({', '.join(f'{v:.3f}' for v in vals)})")
         target(f"{c}/M0 {WORKLOAD_LABEL[w]}, data in RAM (median of rounds)", f"{med:.3f}",
                ">= 0.97", med >= 0.97)
+        cpu_vals = [x[3] for x in ram_cpu_rounds(runs, w, c)]
+        if cpu_vals:
+            cpu_med = statistics.median(cpu_vals)
+            derived.append(f"M0/{c} server CPU per transaction {WORKLOAD_LABEL[w]} (data in RAM): "
+                           f"{cpu_med:.3f}, the median of {len(cpu_vals)} rounds "
+                           f"({', '.join(f'{v:.3f}' for v in cpu_vals)})")
+            target(f"M0/{c} server CPU per transaction {WORKLOAD_LABEL[w]}, data in RAM "
+                   f"(median of rounds)", f"{cpu_med:.3f}", ">= 0.97", cpu_med >= 0.97)
     for r in runs:
         if r["config"] in ("MS", "ML") and r["tag"] == "main" and r.get("bpext_after"):
             b1 = r["bpext_after"]

@@ -69,6 +69,7 @@ SKEW=exponential:4      # exponential:P or zipfian:S over aid
 SKEW_UPDATE_PCT=20      # skewrw: share of transactions that update a row
 PROTOCOL=prepared
 PROGRESS_EVERY=5        # show every Nth 1-second progress line
+PROFILE_SECONDS=0       # >0: sample the CPU with perf for this long in each measured run
 WORKDIR_PARENT=/var/tmp # fast local disk: tier file, C/E data, loop backing file
 RESULTS=""
 IO_METHOD=""
@@ -125,6 +126,9 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --skew-update-pct N    skewrw: percentage of transactions that update (default $SKEW_UPDATE_PCT)
   --protocol P           pgbench -M (default $PROTOCOL)
   --progress-every N     print every Nth per-second progress line (default $PROGRESS_EVERY)
+  --profile S            in each measured run, sample every CPU with perf (cpu-clock)
+                         for S seconds from its 3rd second, and report the server's
+                         CPU by library: bpext.so's share is the tier's own CPU
   --workdir-parent DIR   where the work directory goes, on the fast disk (default $WORKDIR_PARENT)
   --results DIR          results directory (default test/bench/results/<timestamp>)
   --port N               port (names the socket; servers listen on a private socket only)
@@ -210,6 +214,7 @@ while [ $# -gt 0 ]; do
         --skew-update-pct) SKEW_UPDATE_PCT=$(int_arg "$opt" "$val"); shift ;;
         --protocol) PROTOCOL=$val; shift ;;
         --progress-every) PROGRESS_EVERY=$(int_arg "$opt" "$val"); shift ;;
+        --profile) PROFILE_SECONDS=$(int_arg "$opt" "$val"); shift ;;
         --workdir-parent) WORKDIR_PARENT=$val; shift ;;
         --results) RESULTS=$val; shift ;;
         --port) PORT=$(int_arg "$opt" "$val"); shift ;;
@@ -236,6 +241,7 @@ done
 [[ $SKEW =~ ^(exponential|zipfian):[0-9.]+$ ]] || die "--skew: exponential:P or zipfian:S"
 [ "$SCALE" -ge 1 ] && [ "$CLIENTS" -ge 1 ] && [ "$DURATION" -ge 1 ] || die "scale, clients and duration must be positive"
 [ "$AB_ROUNDS" -ge 1 ] || die "--ab-rounds must be at least 1"
+[ "$PROFILE_SECONDS" = 0 ] || [ "$PROFILE_SECONDS" -le $((DURATION - 3)) ] || die "--profile must end before the run does (--duration $DURATION)"
 [ "$SKEW_UPDATE_PCT" -le 100 ] || die "--skew-update-pct: 0 to 100"
 [ "$READ_IOPS" -ge 1 ] && [ "$WRITE_IOPS" -ge 1 ] || die "IOPS limits must be positive"
 [ "$RAM" -gt $((SHARED_BUFFERS + 64)) ] || die "--ram ${RAM}MB leaves nothing beside shared_buffers ${SHARED_BUFFERS}MB"
@@ -271,6 +277,8 @@ if ! command -v mkfs.ext4 >/dev/null || ! command -v losetup >/dev/null ||
             apt-get install -y -qq "${tools[@]}"; }; } >/dev/null 2>&1 || true
     fi
 fi
+[ "$PROFILE_SECONDS" = 0 ] || command -v perf >/dev/null ||
+    need_msg "--profile needs perf (apt-get install linux-perf)"
 for t in losetup mkfs.ext4 mount umount runuser fallocate awk; do
     command -v "$t" >/dev/null || need_msg "missing tool: $t"
 done
@@ -348,7 +356,7 @@ cg_remove() {
     local cg=$1 i
     [ -d "$cg" ] || return 0
     cg_kill_members "$cg"
-    [ "$CG_MODE" = v1 ] && echo 0 > "$cg/memory.force_empty" 2>/dev/null || true
+    [ -f "$cg/memory.force_empty" ] && { echo 0 > "$cg/memory.force_empty"; } 2>/dev/null || true
     for i in 1 2 3 4 5 6 7 8 9 10; do
         rmdir "$cg" 2>/dev/null && return 0
         cg_kill_members "$cg"; sleep 0.5
@@ -432,7 +440,10 @@ trap cleanup EXIT
 trap 'echo; say "interrupted"; exit 130' INT TERM HUP
 
 # ---------------------------------------------------------------- cgroups
-cg_create() {   # name limit-MB throttled(0|1) -> sets CG
+# A server's CPU time is counted in CPU_CG: under v1 a cgroup of the
+# cpuacct hierarchy beside the memory one (none where it is not mounted),
+# under v2 the server's own cgroup, whose cpu.stat every cgroup has.
+cg_create() {   # name limit-MB throttled(0|1) -> sets CG and CPU_CG
     local name=$1 limit_mb=$2 throttled=$3
     local bytes=$((limit_mb * 1024 * 1024))
     if [ "$CG_MODE" = v1 ]; then
@@ -440,6 +451,11 @@ cg_create() {   # name limit-MB throttled(0|1) -> sets CG
         mkdir "$CG"; CGROUPS+=("$CG")
         echo "$bytes" > "$CG/memory.limit_in_bytes"
         echo 0 > "$CG/memory.swappiness" 2>/dev/null || true
+        CPU_CG=""
+        if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
+            CPU_CG=/sys/fs/cgroup/cpuacct/bpext-bench-$$-$name
+            mkdir "$CPU_CG"; CGROUPS+=("$CPU_CG")
+        fi
     else
         CG=/sys/fs/cgroup/bpext-bench-$$-$name
         mkdir "$CG"; CGROUPS+=("$CG")
@@ -450,6 +466,18 @@ cg_create() {   # name limit-MB throttled(0|1) -> sets CG
             [ "$MBPS" -gt 0 ] && lim+=" rbps=$((MBPS * 1048576)) wbps=$((MBPS * 1048576))"
             echo "$MAJMIN $lim" > "$CG/io.max"
         fi
+        CPU_CG=$CG
+    fi
+}
+# CPU time (user and system) of every process of the server so far, in ns:
+# exited backends included.  "null" where it is not counted.
+cg_cpu_ns() {
+    if [ -z "$CPU_CG" ]; then
+        echo null
+    elif [ "$CG_MODE" = v1 ]; then
+        cat "$CPU_CG/cpuacct.usage"
+    else
+        awk '$1 == "usage_usec" { printf "%d\n", $2 * 1000 }' "$CPU_CG/cpu.stat"
     fi
 }
 cg_peak_json() {
@@ -666,7 +694,7 @@ cat > "$RESULTS/params.json" <<JSON
  "ram_workloads": "$RAM_WORKLOADS", "ram_warmup": $RAM_WARMUP,
  "write_policy": "$WRITE_POLICY", "direct_io": "$DIRECT_IO",
  "tier_latency_us": $TIER_LATENCY_US, "tier_read_depth": $(jstr "${TIER_READ_DEPTH:-default}"),
- "tier_readers": $(jstr "${TIER_READERS:-default}"), "io_method": "${IO_METHOD:-default}", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
+ "tier_readers": $(jstr "${TIER_READERS:-default}"), "profile_seconds": $PROFILE_SECONDS, "io_method": "${IO_METHOD:-default}", "configs": "$CONFIGS", "workloads": "$WORKLOADS",
  "overhead_workloads": "$OVERHEAD_WORKLOADS", "skew": "$SKEW",
  "skew_update_pct": $SKEW_UPDATE_PCT, "protocol": "$PROTOCOL",
  "db_bytes": $DB_BYTES, "accounts_bytes": $ACC_BYTES, "accounts_pkey_bytes": $IDX_BYTES,
@@ -674,7 +702,7 @@ cat > "$RESULTS/params.json" <<JSON
 JSON
 
 # ---------------------------------------------------------------- one configuration's server
-CUR_CFG=""; CUR_DATA=""; CUR_BPEXT=0; CG=""; CUR_ROUND=""
+CUR_CFG=""; CUR_DATA=""; CUR_BPEXT=0; CG=""; CPU_CG=""; CUR_ROUND=""
 
 fresh_copy() {   # target-dir on-slow-disk(0|1)
     local target=$1 slow=$2
@@ -713,6 +741,7 @@ start_config() {   # name data-dir slow(0|1) shared-buffers-MB ram-MB bpext(0|1)
 pg_start() {   # start the server of CUR_CFG in CG; wait for the tier
     # The server and everything it forks live in the memory cgroup.
     ( echo "$BASHPID" > "$CG/cgroup.procs"
+      [ -z "$CPU_CG" ] || [ "$CPU_CG" = "$CG" ] || echo "$BASHPID" > "$CPU_CG/cgroup.procs"
       exec runuser -u postgres -- "$PGBIN/pg_ctl" -D "$CUR_DATA" -l "$WORK/logs/server-$CUR_CFG.log" \
           -w -t 600 -s start )
     STARTED+=("$CUR_DATA")
@@ -745,7 +774,8 @@ stop_config() {   # [mode]
     fi
     stop_server "$CUR_DATA" "$mode"
     cg_remove "$CG"
-    CG=""
+    [ -z "$CPU_CG" ] || [ "$CPU_CG" = "$CG" ] || cg_remove "$CPU_CG"
+    CG=""; CPU_CG=""
 }
 
 bpext_json() {
@@ -754,6 +784,20 @@ bpext_json() {
 db_json() {
     psql_at -c "SELECT row_to_json(d) FROM (SELECT blks_read, blks_hit, blk_read_time, blk_write_time,
                     xact_commit, tup_returned FROM pg_stat_database WHERE datname = current_database()) d"
+}
+# CPU time of the bpext tier worker so far, in ms ("null" without one).
+worker_cpu_ms() {
+    local pid=""
+    [ "$CUR_BPEXT" = 1 ] &&
+        pid=$(psql_at -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'bpext tier worker'" 2>/dev/null)
+    if [ -z "$pid" ] || [ ! -r "/proc/$pid/stat" ]; then
+        echo null
+        return
+    fi
+    # utime and stime, the 14th and 15th fields, counted after the ")"
+    # that ends the command name.
+    sed 's/.*) //' "/proc/$pid/stat" |
+        awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($12 + $13) * 1000 / hz }'
 }
 mem_usage() {
     if [ "$CG_MODE" = v1 ]; then cat "$CG/memory.usage_in_bytes"; else cat "$CG/memory.current"; fi
@@ -773,9 +817,9 @@ run_pgbench() {   # workload seconds tag
     local threads=$(( THREADS < clients ? THREADS : clients ))
     local log=$RESULTS/runs/$CUR_CFG-$wl-$tag${CUR_ROUND:+-r$CUR_ROUND}.log
     phase "$CUR_CFG: $wl ($tag), $clients clients, $secs s"
-    local dev0 bp0 db0 t0 t1 rc=0
-    dev0=$(loop_stat_json); bp0=$(bpext_json); db0=$(db_json)
-    t0=$(now)
+    local dev0 bp0 db0 t0 t1 cpu0 cpu1 wcpu0 wcpu1 rc=0
+    dev0=$(loop_stat_json); bp0=$(bpext_json); db0=$(db_json); wcpu0=$(worker_cpu_ms)
+    t0=$(now); cpu0=$(cg_cpu_ns)
     as_pg "$PGBIN/pgbench" -h "$SOCK" -p "$PORT" -n -M "$PROTOCOL" -s "$SCALE" \
         -c "$clients" -j "$threads" -T "$secs" -P 1 "${args[@]}" postgres > "$log" 2>&1 &
     local pgb=$!
@@ -790,11 +834,26 @@ run_pgbench() {   # workload seconds tag
           done ) &
         sampler=$!
     fi
+    local profiler="" profile_data=""
+    if [ "$PROFILE_SECONDS" -gt 0 ] && [ "$tag" = main ]; then
+        profile_data=$WORK/profile.data
+        ( sleep 2
+          exec perf record -q -a -e cpu-clock -F 999 -o "$profile_data" -- sleep "$PROFILE_SECONDS" ) \
+            > "$WORK/logs/perf.log" 2>&1 &
+        profiler=$!
+    fi
     # Show every PROGRESS_EVERY-th progress line while it runs.
     tail -n +1 -F --pid=$pgb "$log" 2>/dev/null | awk -v every="$PROGRESS_EVERY" '
         /^progress:/ { if (int($2) % every == 0) { print "    " $0; fflush() } }' &
     local tailer=$!
     wait "$pgb" || rc=$?
+    cpu1=$(cg_cpu_ns); wcpu1=$(worker_cpu_ms)
+    local profile=null
+    if [ -n "$profiler" ]; then
+        wait "$profiler" || say "warning: perf failed: $(tail -n 1 "$WORK/logs/perf.log")"
+        profile=$(profile_json "$profile_data" "$RESULTS/runs/$(basename "$log" .log).profile.txt")
+        rm -f "$profile_data"
+    fi
     wait "$tailer" 2>/dev/null || true
     [ -z "$sampler" ] || wait "$sampler" 2>/dev/null || true
     CUR_PGB=""
@@ -814,8 +873,27 @@ run_pgbench() {   # workload seconds tag
         tail -n 5 "$log" | sed 's/^/    /'
     fi
     say "$CUR_CFG $wl ($tag): ${tps:-?} tps, latency ${lat:-?} ms, data disk $(loop_delta "$dev0" "$(loop_stat_json)" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")"
-    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"round\":${CUR_ROUND:-1},\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"tier_inflight\":$inflight,\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
+    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"round\":${CUR_ROUND:-1},\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"server_cpu_ns\":$(json_delta "$cpu0" "$cpu1"),\"worker_cpu_ms\":$(json_delta "$wcpu0" "$wcpu1"),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"tier_inflight\":$inflight,\"profile\":$profile,\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
     case $CUR_CFG in A|B) cache_snapshot "$wl" "$tag" ;; esac
+}
+
+# The server's share of the samples of a profile by library, as JSON
+# ({"postgres": 61.2, "bpext.so": 3.1, ...}: percent of the samples of
+# processes named postgres; samples_share: theirs of all samples), and
+# the symbols above 0.1% of all samples into a text file.
+profile_json() {   # perf-data text-out
+    [ -s "$1" ] || { echo null; return; }
+    perf report -i "$1" --sort comm,dso,sym --stdio -q --percent-limit 0.1 > "$2" 2>/dev/null || true
+    perf report -i "$1" --sort comm,dso --stdio -q --percent-limit 0 2>/dev/null |
+        awk '$2 == "postgres" { sub(/%/, "", $1); share[$3] += $1; total += $1 }
+             END { if (total == 0) { print "null"; exit }
+                   printf "{"; sep = ""
+                   for (d in share) { printf "%s\"%s\":%.2f", sep, d, 100 * share[d] / total; sep = "," }
+                   printf ",\"samples_share\":%.2f}\n", total }'
+}
+
+json_delta() {   # before after -> after - before, or null
+    if [ "$1" = null ] || [ "$2" = null ]; then echo null; else echo $(($2 - $1)); fi
 }
 
 # What the page cache holds of pgbench_accounts and its key, and of the tier
