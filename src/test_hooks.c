@@ -87,6 +87,7 @@ int			bpext_test_helper_pause_ms = 0;
 
 PG_FUNCTION_INFO_V1(bpext_test_fill);
 PG_FUNCTION_INFO_V1(bpext_test_lookup_cost);
+PG_FUNCTION_INFO_V1(bpext_test_line_cost);
 PG_FUNCTION_INFO_V1(bpext_test_read_block);
 PG_FUNCTION_INFO_V1(bpext_test_page_crc);
 
@@ -391,6 +392,31 @@ bpext_test_lookup_cost(PG_FUNCTION_ARGS)
 						   (unsigned long long) used - 1)));
 	pfree(rfiles);
 	pfree(blocks);
+	PG_RETURN_FLOAT8(INSTR_TIME_GET_DOUBLE(elapsed) * 1e9 / n);
+}
+
+/*
+ * bpext_test_line_cost(n int) returns float8: nanoseconds per read of a
+ * random bucket's cache line in the page index, each read waiting for the
+ * one before it (tier_index_chase_buckets): the memory's own latency over
+ * the index's pages, which a lookup's one or two lines cannot beat.
+ */
+Datum
+bpext_test_line_cost(PG_FUNCTION_ARGS)
+{
+	int32		n = PG_GETARG_INT32(0);
+	instr_time	start;
+	instr_time	elapsed;
+
+	require_enabled();
+	if (n < 1 || n > LOOKUP_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be between 1 and %d", LOOKUP_MAX)));
+	INSTR_TIME_SET_CURRENT(start);
+	(void) tier_index_chase_buckets(n);
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
 	PG_RETURN_FLOAT8(INSTR_TIME_GET_DOUBLE(elapsed) * 1e9 / n);
 }
 

@@ -1182,3 +1182,28 @@ tier_map_foreach_piece(uint32 piece,
 	}
 	LWLockRelease(lock);
 }
+
+#ifdef BPEXT_TEST_HOOKS
+/*
+ * The floor under a lookup, for the scale bench (test_hooks.c): n reads of
+ * one random bucket's line each, every bucket chosen from the word the
+ * read before it returned, so that no two reads overlap (independent
+ * lookups partly do).  No lock is taken: the words read are only mixed
+ * into the next choice.  Returns the last mix, so that no read is left out.
+ */
+uint64
+tier_index_chase_buckets(uint64 n)
+{
+	uint64		mix = UINT64CONST(0x9E3779B97F4A7C15);
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+	{
+		uint32		bucket = (uint32) (((mix >> 32) * Map->nbuckets) >> 32);
+		volatile const uint32 *meta = &Map->buckets[bucket].meta;
+
+		mix = (mix + *meta + i) * UINT64CONST(0x2545F4914F6CDD1D);
+	}
+	return mix;
+}
+#endif

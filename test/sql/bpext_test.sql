@@ -14,6 +14,11 @@ RETURNS double precision
 AS '$libdir/bpext', 'bpext_test_lookup_cost'
 LANGUAGE C STRICT VOLATILE;
 
+CREATE OR REPLACE FUNCTION bpext_test_line_cost(n integer)
+RETURNS double precision
+AS '$libdir/bpext', 'bpext_test_line_cost'
+LANGUAGE C STRICT VOLATILE;
+
 CREATE OR REPLACE FUNCTION bpext_test_read_block(rel regclass, block bigint)
 RETURNS bytea
 AS '$libdir/bpext', 'bpext_test_read_block'
@@ -26,5 +31,6 @@ LANGUAGE C STRICT VOLATILE;
 
 REVOKE ALL ON FUNCTION bpext_test_fill(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_test_lookup_cost(integer, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION bpext_test_line_cost(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_test_read_block(regclass, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION bpext_test_page_crc(integer) FROM PUBLIC;
