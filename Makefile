@@ -100,7 +100,7 @@ endif
 PROVE_FLAGS = -I $(srcdir)/test/perl $(BPEXT_PROVE_FLAGS)
 
 # pgbench comparisons on emulated slow storage (root; see test/bench/README.md).
-.PHONY: bench bench-scan bench-instructions bench-scale
+.PHONY: bench bench-scan bench-instructions bench-scale bench-side-by-side
 bench: all
 	test/bench/run.sh $(BENCH_ARGS)
 
@@ -112,6 +112,10 @@ bench-instructions: all
 # (test/bench/README.md; builds its own BPEXT_TEST_HOOKS=1 copy).
 bench-scale:
 	test/bench/scale.sh $(BENCH_ARGS)
+
+# Data in RAM, with and without bpext, two servers at once (test/bench/README.md).
+bench-side-by-side:
+	test/bench/side_by_side.sh $(BENCH_ARGS)
 
 # Scan scaling of the worker pool, serial against parallel (test/bench/README.md).
 bench-scan: all
