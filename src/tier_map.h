@@ -102,7 +102,7 @@ typedef struct TierPageInfo
 /* Figures for the views. */
 extern uint32 tier_map_used_slots(void);
 #ifdef BPEXT_TEST_HOOKS
-extern uint64 tier_index_chase_buckets(uint64 n);
+extern uint64 tier_index_chase_buckets(uint64 mix, uint64 n);
 #endif
 extern void tier_map_foreach_piece(uint32 piece,
 								   void (*fn) (const TierPageInfo *info, void *arg),

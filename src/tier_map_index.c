@@ -1189,12 +1189,13 @@ tier_map_foreach_piece(uint32 piece,
  * one random bucket's line each, every bucket chosen from the word the
  * read before it returned, so that no two reads overlap (independent
  * lookups partly do).  No lock is taken: the words read are only mixed
- * into the next choice.  Returns the last mix, so that no read is left out.
+ * into the next choice.  mix is where the chain starts, and the result
+ * where it ended, so that a caller can go on in pieces (and no read is
+ * left out by the compiler).
  */
 uint64
-tier_index_chase_buckets(uint64 n)
+tier_index_chase_buckets(uint64 mix, uint64 n)
 {
-	uint64		mix = UINT64CONST(0x9E3779B97F4A7C15);
 	uint64		i;
 
 	for (i = 0; i < n; i++)

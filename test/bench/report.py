@@ -371,20 +371,22 @@ def main():
         lines.append("## The server's CPU by library (perf)\n")
         lines.append(f"Samples of every CPU (cpu-clock, 999 Hz) for {p.get('profile_seconds')} s "
                      "of each measured run, from its 3rd second; each cell a percentage of the "
-                     "samples of the server's processes (named postgres), the last column their "
-                     "share of all samples (the rest: pgbench, idle, other processes).  "
-                     "`runs/*.profile.txt` has the symbols.\n")
+                     "samples of the server's processes (those of its cgroup), the last column "
+                     "their share of all samples (the rest: pgbench, idle, other processes).  "
+                     "Each library's own samples: what bpext.so calls in PostgreSQL, libc or the "
+                     "kernel counts there.  `runs/*.profile.txt` has the symbols.\n")
         lines.append("| config | workload | round | bpext.so | postgres | kernel | libc | other | "
                      "server, of all samples |")
         lines.append("|---|---|---|---|---|---|---|---|---|")
         for r in profiled:
             prof = dict(r["profile"])
             server = prof.pop("samples_share", None)
-            named = [prof.pop(k, 0.0) for k in ("bpext.so", "postgres", "[kernel.kallsyms]")]
-            libc = sum(v for k, v in list(prof.items()) if k.startswith("libc."))
-            other = sum(v for k, v in prof.items() if not k.startswith("libc."))
+            named = [prof.pop(k, None) for k in ("bpext.so", "postgres", "[kernel.kallsyms]")]
+            libc = sum(v for k, v in list(prof.items()) if k.startswith("libc"))
+            other = sum(v for k, v in prof.items() if not k.startswith("libc"))
             lines.append(f"| {r['config']} | {r['workload']} | {r.get('round', 1)} | "
-                         + " | ".join(f"{v:.1f}%" for v in named + [libc, other])
+                         + " | ".join("" if v is None else f"{v:.1f}%"
+                                      for v in named + [libc, other])
                          + f" | {fmt(server, 1, '%')} |")
         lines.append("")
 
@@ -493,11 +495,11 @@ def main():
         cpu_vals = [x[3] for x in ram_cpu_rounds(runs, w, c)]
         if cpu_vals:
             cpu_med = statistics.median(cpu_vals)
+            # Not a target: it moves with the host as the TPS do
+            # (test/bench/side_by_side.sh is the measure that does not).
             derived.append(f"M0/{c} server CPU per transaction {WORKLOAD_LABEL[w]} (data in RAM): "
                            f"{cpu_med:.3f}, the median of {len(cpu_vals)} rounds "
                            f"({', '.join(f'{v:.3f}' for v in cpu_vals)})")
-            target(f"M0/{c} server CPU per transaction {WORKLOAD_LABEL[w]}, data in RAM "
-                   f"(median of rounds)", f"{cpu_med:.3f}", ">= 0.97", cpu_med >= 0.97)
     for r in runs:
         if r["config"] in ("MS", "ML") and r["tag"] == "main" and r.get("bpext_after"):
             b1 = r["bpext_after"]
@@ -660,8 +662,8 @@ def main():
               "transactions", "failed", "disk_rps", "disk_wps", "sb_misses_per_txn",
               "read_latency_us", "tier_hit_pct", "tier_reads", "tier_writes", "tier_read_us",
               "tier_pushed", "tier_dual_written", "tier_evictions", "clean_evictions",
-              "missed_pushes", "tier_inflight_mean", "tier_inflight_max", "mem_usage", "load",
-              "status"]
+              "missed_pushes", "tier_inflight_mean", "tier_inflight_max",
+              "server_cpu_us_per_txn", "worker_cpu_ms_per_s", "mem_usage", "load", "status"]
     with open(os.path.join(res, "runs.csv"), "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         wr.writeheader()

@@ -128,7 +128,7 @@ Sizes are in MB unless they carry a unit (640MB, 2GB).
   --progress-every N     print every Nth per-second progress line (default $PROGRESS_EVERY)
   --profile S            in each measured run, sample every CPU with perf (cpu-clock)
                          for S seconds from its 3rd second, and report the server's
-                         CPU by library: bpext.so's share is the tier's own CPU
+                         CPU by library: bpext.so's own samples are the tier's code
   --workdir-parent DIR   where the work directory goes, on the fast disk (default $WORKDIR_PARENT)
   --results DIR          results directory (default test/bench/results/<timestamp>)
   --port N               port (names the socket; servers listen on a private socket only)
@@ -241,7 +241,8 @@ done
 [[ $SKEW =~ ^(exponential|zipfian):[0-9.]+$ ]] || die "--skew: exponential:P or zipfian:S"
 [ "$SCALE" -ge 1 ] && [ "$CLIENTS" -ge 1 ] && [ "$DURATION" -ge 1 ] || die "scale, clients and duration must be positive"
 [ "$AB_ROUNDS" -ge 1 ] || die "--ab-rounds must be at least 1"
-[ "$PROFILE_SECONDS" = 0 ] || [ "$PROFILE_SECONDS" -le $((DURATION - 3)) ] || die "--profile must end before the run does (--duration $DURATION)"
+[ "$PROFILE_SECONDS" = 0 ] || [ "$PROFILE_SECONDS" -le $((DURATION - 5)) ] ||
+    die "--profile must end at least 3 s before the run does (at most --duration $DURATION less 5)"
 [ "$SKEW_UPDATE_PCT" -le 100 ] || die "--skew-update-pct: 0 to 100"
 [ "$READ_IOPS" -ge 1 ] && [ "$WRITE_IOPS" -ge 1 ] || die "IOPS limits must be positive"
 [ "$RAM" -gt $((SHARED_BUFFERS + 64)) ] || die "--ram ${RAM}MB leaves nothing beside shared_buffers ${SHARED_BUFFERS}MB"
@@ -329,6 +330,7 @@ CLEANED=0
 REPORTED=0
 PY=python3
 CUR_PGB=""
+CUR_PROFILER=""
 
 as_pg() { runuser -u postgres -- "$@"; }
 
@@ -391,6 +393,7 @@ cleanup() {
     say "cleaning up (exit status $rc)"
     local d cg
     [ -n "$CUR_PGB" ] && kill "$CUR_PGB" 2>/dev/null
+    [ -n "$CUR_PROFILER" ] && pkill -INT -P "$CUR_PROFILER" perf 2>/dev/null
     for d in "${STARTED[@]}"; do stop_server "$d" immediate; done
     for cg in "${CGROUPS[@]}"; do cg_remove "$cg"; done
     if [ -n "$WORK" ] && [ -d "$WORK/logs" ]; then
@@ -451,8 +454,11 @@ cg_create() {   # name limit-MB throttled(0|1) -> sets CG and CPU_CG
         mkdir "$CG"; CGROUPS+=("$CG")
         echo "$bytes" > "$CG/memory.limit_in_bytes"
         echo 0 > "$CG/memory.swappiness" 2>/dev/null || true
+        # Not where cpu and cpuacct share a hierarchy: a cgroup there would
+        # also make the server one CFS group, weighing against pgbench as
+        # much as one task does, and change what is measured.
         CPU_CG=""
-        if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
+        if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ] && [ ! -e /sys/fs/cgroup/cpuacct/cpu.shares ]; then
             CPU_CG=/sys/fs/cgroup/cpuacct/bpext-bench-$$-$name
             mkdir "$CPU_CG"; CGROUPS+=("$CPU_CG")
         fi
@@ -477,7 +483,7 @@ cg_cpu_ns() {
     elif [ "$CG_MODE" = v1 ]; then
         cat "$CPU_CG/cpuacct.usage"
     else
-        awk '$1 == "usage_usec" { printf "%d\n", $2 * 1000 }' "$CPU_CG/cpu.stat"
+        awk '$1 == "usage_usec" { printf "%.0f\n", $2 * 1000 }' "$CPU_CG/cpu.stat"
     fi
 }
 cg_peak_json() {
@@ -740,8 +746,8 @@ start_config() {   # name data-dir slow(0|1) shared-buffers-MB ram-MB bpext(0|1)
 
 pg_start() {   # start the server of CUR_CFG in CG; wait for the tier
     # The server and everything it forks live in the memory cgroup.
-    ( echo "$BASHPID" > "$CG/cgroup.procs"
-      [ -z "$CPU_CG" ] || [ "$CPU_CG" = "$CG" ] || echo "$BASHPID" > "$CPU_CG/cgroup.procs"
+    ( echo "$BASHPID" > "$CG/cgroup.procs" || exit 1
+      [ -z "$CPU_CG" ] || [ "$CPU_CG" = "$CG" ] || echo "$BASHPID" > "$CPU_CG/cgroup.procs" || exit 1
       exec runuser -u postgres -- "$PGBIN/pg_ctl" -D "$CUR_DATA" -l "$WORK/logs/server-$CUR_CFG.log" \
           -w -t 600 -s start )
     STARTED+=("$CUR_DATA")
@@ -785,8 +791,9 @@ db_json() {
     psql_at -c "SELECT row_to_json(d) FROM (SELECT blks_read, blks_hit, blk_read_time, blk_write_time,
                     xact_commit, tup_returned FROM pg_stat_database WHERE datname = current_database()) d"
 }
-# CPU time of the bpext tier worker so far, in ms ("null" without one).
-worker_cpu_ms() {
+# CPU time of the bpext tier worker so far (its own: not its helpers'),
+# in ms, as "pid ms" ("null" without one).
+worker_cpu() {
     local pid=""
     [ "$CUR_BPEXT" = 1 ] &&
         pid=$(psql_at -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'bpext tier worker'" 2>/dev/null)
@@ -797,7 +804,17 @@ worker_cpu_ms() {
     # utime and stime, the 14th and 15th fields, counted after the ")"
     # that ends the command name.
     sed 's/.*) //' "/proc/$pid/stat" |
-        awk -v hz="$(getconf CLK_TCK)" '{ printf "%d\n", ($12 + $13) * 1000 / hz }'
+        awk -v pid="$pid" -v hz="$(getconf CLK_TCK)" '{ printf "%s %.0f\n", pid, ($12 + $13) * 1000 / hz }'
+}
+# The worker's ms between two worker_cpu readings, or null if it was not
+# the same worker.
+worker_cpu_delta() {   # before after
+    local p0=${1% *} p1=${2% *}
+    if [ "$1" = null ] || [ "$2" = null ] || [ "$p0" != "$p1" ]; then
+        echo null
+    else
+        json_delta "${1#* }" "${2#* }"
+    fi
 }
 mem_usage() {
     if [ "$CG_MODE" = v1 ]; then cat "$CG/memory.usage_in_bytes"; else cat "$CG/memory.current"; fi
@@ -818,7 +835,7 @@ run_pgbench() {   # workload seconds tag
     local log=$RESULTS/runs/$CUR_CFG-$wl-$tag${CUR_ROUND:+-r$CUR_ROUND}.log
     phase "$CUR_CFG: $wl ($tag), $clients clients, $secs s"
     local dev0 bp0 db0 t0 t1 cpu0 cpu1 wcpu0 wcpu1 rc=0
-    dev0=$(loop_stat_json); bp0=$(bpext_json); db0=$(db_json); wcpu0=$(worker_cpu_ms)
+    dev0=$(loop_stat_json); bp0=$(bpext_json); db0=$(db_json); wcpu0=$(worker_cpu)
     t0=$(now); cpu0=$(cg_cpu_ns)
     as_pg "$PGBIN/pgbench" -h "$SOCK" -p "$PORT" -n -M "$PROTOCOL" -s "$SCALE" \
         -c "$clients" -j "$threads" -T "$secs" -P 1 "${args[@]}" postgres > "$log" 2>&1 &
@@ -837,22 +854,27 @@ run_pgbench() {   # workload seconds tag
     local profiler="" profile_data=""
     if [ "$PROFILE_SECONDS" -gt 0 ] && [ "$tag" = main ]; then
         profile_data=$WORK/profile.data
+        # The server's processes as the sampling ends (pgbench's sessions
+        # last the whole run): only their samples are the server's.
         ( sleep 2
-          exec perf record -q -a -e cpu-clock -F 999 -o "$profile_data" -- sleep "$PROFILE_SECONDS" ) \
-            > "$WORK/logs/perf.log" 2>&1 &
+          perf record -q -a -e cpu-clock -F 999 -o "$profile_data" -- sleep "$PROFILE_SECONDS"
+          cat "$CG/cgroup.procs" > "$profile_data.pids" ) > "$WORK/logs/perf.log" 2>&1 &
         profiler=$!
+        CUR_PROFILER=$profiler
     fi
     # Show every PROGRESS_EVERY-th progress line while it runs.
     tail -n +1 -F --pid=$pgb "$log" 2>/dev/null | awk -v every="$PROGRESS_EVERY" '
         /^progress:/ { if (int($2) % every == 0) { print "    " $0; fflush() } }' &
     local tailer=$!
     wait "$pgb" || rc=$?
-    cpu1=$(cg_cpu_ns); wcpu1=$(worker_cpu_ms)
+    cpu1=$(cg_cpu_ns); wcpu1=$(worker_cpu)
     local profile=null
     if [ -n "$profiler" ]; then
         wait "$profiler" || say "warning: perf failed: $(tail -n 1 "$WORK/logs/perf.log")"
-        profile=$(profile_json "$profile_data" "$RESULTS/runs/$(basename "$log" .log).profile.txt")
-        rm -f "$profile_data"
+        CUR_PROFILER=""
+        profile=$(profile_json "$profile_data" "$RESULTS/runs/$(basename "$log" .log).profile.txt") ||
+            profile=null
+        rm -f "$profile_data" "$profile_data.pids"
     fi
     wait "$tailer" 2>/dev/null || true
     [ -z "$sampler" ] || wait "$sampler" 2>/dev/null || true
@@ -873,27 +895,31 @@ run_pgbench() {   # workload seconds tag
         tail -n 5 "$log" | sed 's/^/    /'
     fi
     say "$CUR_CFG $wl ($tag): ${tps:-?} tps, latency ${lat:-?} ms, data disk $(loop_delta "$dev0" "$(loop_stat_json)" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')")"
-    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"round\":${CUR_ROUND:-1},\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"server_cpu_ns\":$(json_delta "$cpu0" "$cpu1"),\"worker_cpu_ms\":$(json_delta "$wcpu0" "$wcpu1"),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"tier_inflight\":$inflight,\"profile\":$profile,\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
+    emit "{\"kind\":\"run\",\"config\":\"$CUR_CFG\",\"workload\":\"$wl\",\"tag\":\"$tag\",\"round\":${CUR_ROUND:-1},\"clients\":$clients,\"threads\":$threads,\"seconds\":$secs,\"log\":$(jstr "runs/$(basename "$log")"),\"status\":$rc,\"t0\":$t0,\"t1\":$t1,\"load\":$(jstr "$(cut -d' ' -f1-3 /proc/loadavg)"),\"mem_usage\":$(mem_usage),\"server_cpu_ns\":$(json_delta "$cpu0" "$cpu1"),\"worker_cpu_ms\":$(worker_cpu_delta "$wcpu0" "$wcpu1"),\"dev_before\":$dev0,\"dev_after\":$(loop_stat_json),\"tier_inflight\":$inflight,\"profile\":$profile,\"bpext_before\":$bp0,\"bpext_after\":$(bpext_json),\"db_before\":$db0,\"db_after\":$(db_json)}"
     case $CUR_CFG in A|B) cache_snapshot "$wl" "$tag" ;; esac
 }
 
 # The server's share of the samples of a profile by library, as JSON
-# ({"postgres": 61.2, "bpext.so": 3.1, ...}: percent of the samples of
-# processes named postgres; samples_share: theirs of all samples), and
-# the symbols above 0.1% of all samples into a text file.
+# ({"postgres": 61.2, "bpext.so": 3.1, ...}: percent of the samples of the
+# server's processes, those of its cgroup as the sampling ended;
+# samples_share: theirs of all samples), and the symbols above 0.1% of
+# all samples into a text file.  Each library's own samples (self time):
+# what bpext.so calls in PostgreSQL, libc or the kernel counts there.
 profile_json() {   # perf-data text-out
-    [ -s "$1" ] || { echo null; return; }
-    perf report -i "$1" --sort comm,dso,sym --stdio -q --percent-limit 0.1 > "$2" 2>/dev/null || true
-    perf report -i "$1" --sort comm,dso --stdio -q --percent-limit 0 2>/dev/null |
-        awk '$2 == "postgres" { sub(/%/, "", $1); share[$3] += $1; total += $1 }
+    [ -s "$1" ] && [ -s "$1.pids" ] || { echo null; return; }
+    { perf report -i "$1" --sort comm,dso,sym --stdio -q --percent-limit 0.1 || true; } > "$2" 2>/dev/null
+    { perf report -i "$1" --sort pid,dso --stdio -q --percent-limit 0 2>/dev/null || true; } |
+        awk 'FNR == NR { server[$1] = 1; next }
+             { sub(/%/, "", $1); split($2, p, ":") }
+             p[1] in server { share[$3] += $1; total += $1 }
              END { if (total == 0) { print "null"; exit }
                    printf "{"; sep = ""
                    for (d in share) { printf "%s\"%s\":%.2f", sep, d, 100 * share[d] / total; sep = "," }
-                   printf ",\"samples_share\":%.2f}\n", total }'
+                   printf ",\"samples_share\":%.2f}\n", total }' "$1.pids" -
 }
 
 json_delta() {   # before after -> after - before, or null
-    if [ "$1" = null ] || [ "$2" = null ]; then echo null; else echo $(($2 - $1)); fi
+    if [[ $1 =~ ^[0-9]+$ ]] && [[ $2 =~ ^[0-9]+$ ]]; then echo $(($2 - $1)); else echo null; fi
 }
 
 # What the page cache holds of pgbench_accounts and its key, and of the tier

@@ -60,8 +60,8 @@ PLOT_SECONDS = ["start_warm_s", "warm_load_wall_s", "stop_s", "enable_s",
                 "resize_down_s", "descriptors_count_s", "relation_buffers_s",
                 "buffer_summary_s", "drop_database_s", "drop_clean_buffers_s",
                 "flush_s"]
-PLOT_NS = ["lookup_hit_ns", "lookup_miss_ns", "lookup_huge_hit_ns",
-           "lookup_huge_miss_ns"]
+PLOT_NS = ["lookup_hit_ns", "lookup_miss_ns", "lookup_line_ns", "lookup_huge_hit_ns",
+           "lookup_huge_miss_ns", "lookup_huge_line_ns"]
 
 
 def size_label(gb, fill):

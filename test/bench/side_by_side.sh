@@ -15,7 +15,7 @@
 # the ratio of the CPU time each server's cgroup was charged per
 # transaction in the same seconds does not depend on that split, and is
 # the figure to read.  Every round starts both from fresh copies of the
-# dataset; the order in which the two start alternates.
+# dataset; which pgbench starts first alternates.
 #
 # Needs root (cgroups for the CPU time, drop_caches, the postgres user).
 set -Eeuo pipefail
@@ -45,7 +45,7 @@ usage() {
     cat <<EOF
 Usage: sudo test/bench/side_by_side.sh [options]
   --tier small|large|MB  the tier of the bpext server: small is 2/3 of the
-                         database, large 1.25 times it (default $TIER)
+                         database, large 1.25 times it and 64 MB (default $TIER)
   --rounds N             rounds, each from fresh copies (default $ROUNDS)
   --duration S           seconds measured per round (default $DURATION)
   --warmup S             select-only before measuring, both servers at once (default $WARMUP)
@@ -63,6 +63,10 @@ EOF
 int_arg() { [[ $2 =~ ^[0-9]+$ ]] || { echo "side_by_side: $1 needs a number" >&2; exit 2; }; echo "$2"; }
 while [ $# -gt 0 ]; do
     case $1 in
+        --no-build|-h|--help) ;;
+        *) [ $# -ge 2 ] || { echo "side_by_side: $1 needs a value" >&2; exit 2; } ;;
+    esac
+    case $1 in
         --tier) TIER=$2; shift ;;
         --rounds) ROUNDS=$(int_arg "$1" "$2"); shift ;;
         --duration) DURATION=$(int_arg "$1" "$2"); shift ;;
@@ -79,9 +83,12 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[[ $TIER =~ ^(small|large|[0-9]+)$ ]] || { echo "side_by_side: --tier small, large or a size in MB" >&2; exit 2; }
-[ "$ROUNDS" -ge 1 ] && [ "$DURATION" -ge 1 ] && [ "$CLIENTS" -ge 1 ] && [ "$SCALE" -ge 1 ] ||
-    { echo "side_by_side: rounds, duration, clients and scale must be positive" >&2; exit 2; }
+[[ $TIER =~ ^(small|large|[1-9][0-9]*)$ ]] || { echo "side_by_side: --tier small, large or a size in MB" >&2; exit 2; }
+[ "$ROUNDS" -ge 1 ] && [ "$DURATION" -ge 1 ] && [ "$CLIENTS" -ge 1 ] && [ "$SCALE" -ge 1 ] &&
+    [ "$SHARED_BUFFERS" -ge 1 ] ||
+    { echo "side_by_side: rounds, duration, clients, scale and shared buffers must be positive" >&2; exit 2; }
+[ "$CLIENTS" -le 32 ] || { echo "side_by_side: at most 32 clients (max_connections is 40)" >&2; exit 2; }
+[ "$PORT" -ge 1024 ] && [ "$PORT" -le 65534 ] || { echo "side_by_side: --port from 1024 to 65534" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "side_by_side: run as root (cgroups, drop_caches, the postgres user)" >&2; exit 2; }
 
 if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
@@ -95,7 +102,6 @@ fi
 mkdir -p "$RESULTS/runs"
 chmod 755 "$RESULTS"
 WORK=$(mktemp -d "$WORKDIR_PARENT/bpext-side.XXXXXX")
-chown postgres "$WORK"
 exec > >(tee -a "$RESULTS/run.log") 2>&1
 
 as_pg() { runuser -u postgres -- "$@"; }
@@ -112,7 +118,7 @@ cpu_ns() {   # side
     if [ -f "$cg/cpuacct.usage" ]; then
         cat "$cg/cpuacct.usage"
     else
-        awk '$1 == "usage_usec" { printf "%d\n", $2 * 1000 }' "$cg/cpu.stat"
+        awk '$1 == "usage_usec" { printf "%.0f\n", $2 * 1000 }' "$cg/cpu.stat"
     fi
 }
 
@@ -136,7 +142,8 @@ cleanup() {
     local rc=$?
     set +e
     jobs -p | xargs -r kill 2>/dev/null
-    for side in off on; do stop_side "$side"; remove_cgroup "$side"; done
+    for side in pristine off on; do stop_side "$side"; remove_cgroup "$side"; done
+    cp -f "$WORK"/*.log "$RESULTS/" 2>/dev/null
     rm -rf "$WORK"
     say "left behind: $(ls -d "$WORK" "$CG_ROOT"/bpext-side-$$-* 2>/dev/null | wc -l) work directories and cgroups; results in $RESULTS"
     exit $rc
@@ -156,6 +163,7 @@ if [ "$BUILD" = 1 ]; then
     make -C "$WORK/build" -s PG_CONFIG="$PGBIN/pg_config" install
     rm -rf "$WORK/build"
 fi
+chown postgres "$WORK"
 [ -f "$("$PGBIN/pg_config" --pkglibdir)/bpext.so" ] ||
     { echo "side_by_side: bpext is not installed (drop --no-build)" >&2; exit 2; }
 
@@ -238,7 +246,16 @@ pgbench_both() {
             -c "$CLIENTS" -j "$threads" -T "$secs" postgres > "$RESULTS/runs/$tag-$side.log" 2>&1 &
         pids+=($!)
     done
-    wait "${pids[@]}"
+    for side in 0 1; do
+        wait "${pids[$side]}" || true
+    done
+    for side in off on; do
+        grep -q "^tps = " "$RESULTS/runs/$tag-$side.log" || {
+            say "error: the pgbench of the $side server failed:"
+            tail -n 5 "$RESULTS/runs/$tag-$side.log"
+            exit 1
+        }
+    done
 }
 median_of() {   # rounds.csv column, label
     tail -n +2 "$RESULTS/rounds.csv" | cut -d, -f"$1" | sort -n |
