@@ -40,6 +40,7 @@ WORKDIR_PARENT=/var/tmp
 RESULTS=/tmp/bpext-side-by-side-$(date +%Y%m%d-%H%M%S)
 PORT=5496
 BUILD=1
+PROFILE=0               # >0: perf samples for this many seconds of each measured window
 
 usage() {
     cat <<EOF
@@ -55,6 +56,10 @@ Usage: sudo test/bench/side_by_side.sh [options]
   --workdir-parent DIR   data directories and the tier file (default $WORKDIR_PARENT)
   --results DIR          (default /tmp/bpext-side-by-side-<time>)
   --port N               the first server's port; the second uses N + 1 (default $PORT)
+  --profile S            sample every CPU with perf (cpu-clock) for S seconds of each
+                         measured window, from its 3rd second, and write each
+                         server's samples per transaction by library and by symbol
+                         (runs/r<N>-profile.md; needs perf, Debian's linux-perf)
   --no-build             use the bpext already installed
 Environment: PG_MAJOR (default this system's).
 EOF
@@ -77,6 +82,7 @@ while [ $# -gt 0 ]; do
         --workdir-parent) WORKDIR_PARENT=$2; shift ;;
         --results) RESULTS=$2; shift ;;
         --port) PORT=$(int_arg "$1" "$2"); shift ;;
+        --profile) PROFILE=$(int_arg "$1" "$2"); shift ;;
         --no-build) BUILD=0 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "side_by_side: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -89,6 +95,10 @@ done
     { echo "side_by_side: rounds, duration, clients, scale and shared buffers must be positive" >&2; exit 2; }
 [ "$CLIENTS" -le 32 ] || { echo "side_by_side: at most 32 clients (max_connections is 40)" >&2; exit 2; }
 [ "$PORT" -ge 1024 ] && [ "$PORT" -le 65534 ] || { echo "side_by_side: --port from 1024 to 65534" >&2; exit 2; }
+[ "$PROFILE" = 0 ] || [ "$PROFILE" -le $((DURATION - 5)) ] ||
+    { echo "side_by_side: --profile must end at least 3 s before the window does (at most --duration less 5)" >&2; exit 2; }
+[ "$PROFILE" = 0 ] || command -v perf >/dev/null ||
+    { echo "side_by_side: --profile needs perf (apt-get install linux-perf)" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "side_by_side: run as root (cgroups, drop_caches, the postgres user)" >&2; exit 2; }
 
 if [ -f /sys/fs/cgroup/cpuacct/cpuacct.usage ]; then
@@ -263,6 +273,45 @@ median_of() {   # rounds.csv column, label
             END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
                   printf "%s: median %.3f of %d rounds (%.3f to %.3f)\n", label, m, NR, v[1], v[NR] }'
 }
+# The samples of each server's processes (those of its cgroup as the
+# sampling ended), per transaction of its measured window: by library and
+# by symbol, each server's column beside the other's.  Each library's and
+# symbol's own samples (self time).
+profile_report() {   # perf-data off-txns on-txns out
+    local data=$1 out=$4 rows=$WORK/profile.rows
+    { perf report -i "$data" --sort pid,dso,sym -n --stdio -q --percent-limit 0 2>/dev/null || true; } |
+        awk -v offx="$2" -v onx="$3" '
+            FILENAME != "-" { side[$1] = (FILENAME ~ /off[.]pids$/) ? "off" : "on"; next }
+            { split($3, p, ":"); s = side[p[1]]; if (s == "") next
+              n = $2; dso = $4; sym = $0; sub(/^.*\] /, "", sym); gsub(/ +$/, "", sym)
+              lib[dso, s] += n; libs[dso] = 1; fn[sym " (" dso ")", s] += n; fns[sym " (" dso ")"] = 1
+              total[s] += n }
+            function row(kind, label, o, b) {
+                printf "%s\t%+.3f\t| %s | %.2f | %.2f | %+.2f |\n", kind, 1000 * (b / onx - o / offx),
+                       label, 1000 * o / offx, 1000 * b / onx, 1000 * (b / onx - o / offx)
+            }
+            END {
+                row("A", "all", total["off"], total["on"])
+                for (d in libs) row("L", d, lib[d, "off"], lib[d, "on"])
+                for (f in fns) row("S", f, fn[f, "off"], fn[f, "on"])
+            }' "$WORK/profile.off.pids" "$WORK/profile.on.pids" - > "$rows"
+    {
+        echo "Samples of each server's processes (999 a second on each CPU), per 1,000 transactions of its window; each library's and symbol's own samples."
+        echo
+        echo "| library | no bpext | with bpext | difference |"
+        echo "|---|---|---|---|"
+        grep "^A" "$rows" | cut -f3
+        grep "^L" "$rows" | sort -t$'\t' -k2,2gr | cut -f3
+        echo
+        echo "The 25 symbols whose samples per transaction differ most:"
+        echo
+        echo "| symbol (library) | no bpext | with bpext | difference |"
+        echo "|---|---|---|---|"
+        grep "^S" "$rows" | awk -F'\t' '{ d = $2 < 0 ? -$2 : $2; print d "\t" $3 }' |
+            sort -t$'\t' -k1,1gr | head -n 25 | cut -f2
+    } > "$out"
+    rm -f "$rows"
+}
 txns() { awk '/^number of transactions actually processed/ { print $NF }' "$1"; }
 tps_of() { awk '/^tps = / { printf "%.0f", $3 }' "$1"; }
 
@@ -275,8 +324,25 @@ for r in $(seq 1 "$ROUNDS"); do
     start_side on
     [ "$WARMUP" -gt 0 ] && pgbench_both "$WARMUP" "r$r-warmup" "$first"
     off0=$(cpu_ns off); on0=$(cpu_ns on)
+    profiler=""
+    if [ "$PROFILE" -gt 0 ]; then
+        ( sleep 2
+          perf record -q -a -e cpu-clock -F 999 -o "$WORK/profile.data" -- sleep "$PROFILE"
+          cat "$(cg_of off)/cgroup.procs" > "$WORK/profile.off.pids"
+          cat "$(cg_of on)/cgroup.procs" > "$WORK/profile.on.pids" ) > "$WORK/perf.log" 2>&1 &
+        profiler=$!
+    fi
     pgbench_both "$DURATION" "r$r" "$first"
     off1=$(cpu_ns off); on1=$(cpu_ns on)
+    if [ -n "$profiler" ]; then
+        wait "$profiler" || say "warning: perf failed: $(tail -n 1 "$WORK/perf.log")"
+        # Transactions in the sampled seconds, taken as the run's share.
+        profile_report "$WORK/profile.data" \
+            "$(awk -v n="$(txns "$RESULTS/runs/r$r-off.log")" -v s="$PROFILE" -v d="$DURATION" 'BEGIN { print n * s / d }')" \
+            "$(awk -v n="$(txns "$RESULTS/runs/r$r-on.log")" -v s="$PROFILE" -v d="$DURATION" 'BEGIN { print n * s / d }')" \
+            "$RESULTS/runs/r$r-profile.md"
+        rm -f "$WORK/profile.data" "$WORK"/profile.*.pids
+    fi
     admission=$(psql_at "$(port_of on)" "SELECT CASE WHEN admission_paused THEN 'paused' ELSE 'admitting' END
                                           || ' (' || admission_pauses || ' pauses)' FROM bpext_stats")
     off_log=$RESULTS/runs/r$r-off.log; on_log=$RESULTS/runs/r$r-on.log
