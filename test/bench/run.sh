@@ -854,11 +854,13 @@ run_pgbench() {   # workload seconds tag
     local profiler="" profile_data=""
     if [ "$PROFILE_SECONDS" -gt 0 ] && [ "$tag" = main ]; then
         profile_data=$WORK/profile.data
-        # The server's processes as the sampling ends (pgbench's sessions
-        # last the whole run): only their samples are the server's.
+        # The server's processes as the sampling starts (pgbench's
+        # sessions are open by then) and as it ends: only their samples
+        # are the server's.
         ( sleep 2
+          cat "$CG/cgroup.procs" > "$profile_data.pids"
           perf record -q -a -e cpu-clock -F 999 -o "$profile_data" -- sleep "$PROFILE_SECONDS"
-          cat "$CG/cgroup.procs" > "$profile_data.pids" ) > "$WORK/logs/perf.log" 2>&1 &
+          cat "$CG/cgroup.procs" >> "$profile_data.pids" ) > "$WORK/logs/perf.log" 2>&1 &
         profiler=$!
         CUR_PROFILER=$profiler
     fi
@@ -901,7 +903,7 @@ run_pgbench() {   # workload seconds tag
 
 # The server's share of the samples of a profile by library, as JSON
 # ({"postgres": 61.2, "bpext.so": 3.1, ...}: percent of the samples of the
-# server's processes, those of its cgroup as the sampling ended;
+# server's processes, those of its cgroup as the sampling started or ended;
 # samples_share: theirs of all samples), and the symbols above 0.1% of
 # all samples into a text file.  Each library's own samples (self time):
 # what bpext.so calls in PostgreSQL, libc or the kernel counts there.

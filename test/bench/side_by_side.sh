@@ -274,7 +274,7 @@ median_of() {   # rounds.csv column, label
                   printf "%s: median %.3f of %d rounds (%.3f to %.3f)\n", label, m, NR, v[1], v[NR] }'
 }
 # The samples of each server's processes (those of its cgroup as the
-# sampling ended), per transaction of its measured window: by library and
+# sampling started or ended), per transaction of its measured window: by library and
 # by symbol, each server's column beside the other's.  Each library's and
 # symbol's own samples (self time).
 profile_report() {   # perf-data off-txns on-txns out
@@ -326,10 +326,14 @@ for r in $(seq 1 "$ROUNDS"); do
     off0=$(cpu_ns off); on0=$(cpu_ns on)
     profiler=""
     if [ "$PROFILE" -gt 0 ]; then
+        # Each server's processes as the sampling starts (pgbench's
+        # sessions are open by then) and as it ends.
         ( sleep 2
-          perf record -q -a -e cpu-clock -F 999 -o "$WORK/profile.data" -- sleep "$PROFILE"
           cat "$(cg_of off)/cgroup.procs" > "$WORK/profile.off.pids"
-          cat "$(cg_of on)/cgroup.procs" > "$WORK/profile.on.pids" ) > "$WORK/perf.log" 2>&1 &
+          cat "$(cg_of on)/cgroup.procs" > "$WORK/profile.on.pids"
+          perf record -q -a -e cpu-clock -F 999 -o "$WORK/profile.data" -- sleep "$PROFILE"
+          cat "$(cg_of off)/cgroup.procs" >> "$WORK/profile.off.pids"
+          cat "$(cg_of on)/cgroup.procs" >> "$WORK/profile.on.pids" ) > "$WORK/perf.log" 2>&1 &
         profiler=$!
     fi
     pgbench_both "$DURATION" "r$r" "$first"
