@@ -274,9 +274,9 @@ median_of() {   # rounds.csv column, label
                   printf "%s: median %.3f of %d rounds (%.3f to %.3f)\n", label, m, NR, v[1], v[NR] }'
 }
 # The samples of each server's processes (those of its cgroup as the
-# sampling started or ended), per transaction of its measured window: by library and
-# by symbol, each server's column beside the other's.  Each library's and
-# symbol's own samples (self time).
+# sampling started or ended), per transaction of its measured window: by
+# library and by symbol, each server's column beside the other's.  Each
+# library's and symbol's own samples (self time).
 profile_report() {   # perf-data off-txns on-txns out
     local data=$1 out=$4 rows=$WORK/profile.rows
     { perf report -i "$data" --sort pid,dso,sym -n --stdio -q --percent-limit 0 2>/dev/null || true; } |
