@@ -308,7 +308,7 @@ profile_report() {   # perf-data off-txns on-txns out
         echo "| symbol (library) | no bpext | with bpext | difference |"
         echo "|---|---|---|---|"
         grep "^S" "$rows" | awk -F'\t' '{ d = $2 < 0 ? -$2 : $2; print d "\t" $3 }' |
-            sort -t$'\t' -k1,1gr | head -n 25 | cut -f2
+            sort -t$'\t' -k1,1gr | awk -F'\t' 'NR <= 25 { print $2 }'   # not head: its early exit would fail the pipeline
     } > "$out"
     rm -f "$rows"
 }
