@@ -307,8 +307,9 @@ profile_report() {   # perf-data off-txns on-txns out
         echo
         echo "| symbol (library) | no bpext | with bpext | difference |"
         echo "|---|---|---|---|"
+        # Not head: its early exit would fail the pipeline (pipefail).
         grep "^S" "$rows" | awk -F'\t' '{ d = $2 < 0 ? -$2 : $2; print d "\t" $3 }' |
-            sort -t$'\t' -k1,1gr | awk -F'\t' 'NR <= 25 { print $2 }'   # not head: its early exit would fail the pipeline
+            sort -t$'\t' -k1,1gr | awk -F'\t' 'NR <= 25 { print $2 }'
     } > "$out"
     rm -f "$rows"
 }
