@@ -117,27 +117,37 @@ def ab_rounds(runs, w):
             for n in sorted({k[1] for k in tps}) if ("A", n) in tps and ("B", n) in tps]
 
 
-def ram_rounds(runs, w, c):
-    """c/M0 per round of the data-in-RAM rounds: [(round, M0 TPS, c TPS, c/M0)]."""
-    tps = {}
+def ram_rounds(runs, w, c, key="tps"):
+    """Per round of the data-in-RAM rounds: [(round, M0's, c's, ratio)] of
+    key.  The ratio is c/M0 for throughput (tps) and M0/c for a cost
+    (server_cpu_us_per_txn), so that either way 1.0 is parity and below it
+    bpext does worse."""
+    val = {}
     for r in runs:
-        if r["config"] in ("M0", c) and r["workload"] == w and r["tag"] == "main" and r["tps"]:
-            tps[(r["config"], r.get("round", 1))] = r["tps"]
-    return [(n, tps[("M0", n)], tps[(c, n)], tps[(c, n)] / tps[("M0", n)])
-            for n in sorted({k[1] for k in tps}) if ("M0", n) in tps and (c, n) in tps]
+        if r["config"] in ("M0", c) and r["workload"] == w and r["tag"] == "main" and r.get(key):
+            val[(r["config"], r.get("round", 1))] = r[key]
+    out = []
+    for n in sorted({k[1] for k in val}):
+        if ("M0", n) in val and (c, n) in val:
+            m0, cv = val[("M0", n)], val[(c, n)]
+            out.append((n, m0, cv, cv / m0 if key == "tps" else m0 / cv))
+    return out
 
 
-def ram_cpu_rounds(runs, w, c):
-    """Server CPU per transaction of the data-in-RAM rounds:
-    [(round, M0 us/txn, c us/txn, M0/c)], so that, like TPS, 1.0 is parity
-    and below it bpext costs more."""
-    cost = {}
-    for r in runs:
-        if (r["config"] in ("M0", c) and r["workload"] == w and r["tag"] == "main"
-                and r["server_cpu_us_per_txn"]):
-            cost[(r["config"], r.get("round", 1))] = r["server_cpu_us_per_txn"]
-    return [(n, cost[("M0", n)], cost[(c, n)], cost[("M0", n)] / cost[(c, n)])
-            for n in sorted({k[1] for k in cost}) if ("M0", n) in cost and (c, n) in cost]
+def rounds_table(lines, per_key, nr, ratio_label, cell):
+    """A table of data-in-RAM ratios, a row per (workload, config) of
+    per_key and a column per round, with the median and spread."""
+    lines.append("| workload | ratio | " + " | ".join(f"round {n}" for n in range(1, nr + 1))
+                 + " | median | min - max |")
+    lines.append("|" + "---|" * (nr + 4))
+    for (w, c), per_round in per_key.items():
+        if not per_round:
+            continue
+        cells = {n: cell(v, a, b) for n, a, b, v in per_round}
+        vals = [x[3] for x in per_round]
+        lines.append(f"| {WORKLOAD_LABEL[w]} | {ratio_label(c)} | "
+                     + " | ".join(cells.get(n, "-") for n in range(1, nr + 1))
+                     + f" | {statistics.median(vals):.3f} | {min(vals):.3f} - {max(vals):.3f} |")
 
 
 def delta(after, before, key):
@@ -334,34 +344,17 @@ def main():
                      f"start on a fresh copy of the dataset, after {p.get('ram_warmup')} s of "
                      f"select-only; rounds in M0 MS ML, ML MS M0 order.\n")
         nr = max(len(v) for v in ram.values())
-        lines.append("| workload | ratio | " + " | ".join(f"round {n}" for n in range(1, nr + 1))
-                     + " | median | min - max |")
-        lines.append("|" + "---|" * (nr + 4))
-        for (w, c), per_round in ram.items():
-            if not per_round:
-                continue
-            cells = {n: f"{v:.3f} ({fmt(a)} / {fmt(b)})" for n, a, b, v in per_round}
-            vals = [x[3] for x in per_round]
-            lines.append(f"| {WORKLOAD_LABEL[w]} | {c}/M0 | "
-                         + " | ".join(cells.get(n, "-") for n in range(1, nr + 1))
-                         + f" | {statistics.median(vals):.3f} | {min(vals):.3f} - {max(vals):.3f} |")
+        rounds_table(lines, ram, nr, lambda c: f"{c}/M0",
+                     lambda v, a, b: f"{v:.3f} ({fmt(a)} / {fmt(b)})")
         lines.append("\nEach cell: ratio (M0 TPS / bpext TPS).\n")
-        ram_cpu = {(w, c): ram_cpu_rounds(runs, w, c) for w in ram_workloads for c in ("MS", "ML")}
+        ram_cpu = {(w, c): ram_rounds(runs, w, c, "server_cpu_us_per_txn")
+                   for w in ram_workloads for c in ("MS", "ML")}
         if any(ram_cpu.values()):
             lines.append("CPU time of the server's processes per transaction, from its cgroup "
                          "(user and system, every backend and worker; pgbench not included), "
                          "in the same runs:\n")
-            lines.append("| workload | ratio | " + " | ".join(f"round {n}" for n in range(1, nr + 1))
-                         + " | median | min - max |")
-            lines.append("|" + "---|" * (nr + 4))
-            for (w, c), per_round in ram_cpu.items():
-                if not per_round:
-                    continue
-                cells = {n: f"{v:.3f} ({a:.1f} / {b:.1f})" for n, a, b, v in per_round}
-                vals = [x[3] for x in per_round]
-                lines.append(f"| {WORKLOAD_LABEL[w]} | M0/{c} | "
-                             + " | ".join(cells.get(n, "-") for n in range(1, nr + 1))
-                             + f" | {statistics.median(vals):.3f} | {min(vals):.3f} - {max(vals):.3f} |")
+            rounds_table(lines, ram_cpu, nr, lambda c: f"M0/{c}",
+                         lambda v, a, b: f"{v:.3f} ({a:.1f} / {b:.1f})")
             lines.append("\nEach cell: ratio (M0 us / bpext us of server CPU per transaction); "
                          "below 1, bpext's server costs more CPU per transaction.\n")
 
@@ -492,7 +485,7 @@ def main():
                        f"{len(vals)} rounds ({', '.join(f'{v:.3f}' for v in vals)})")
         target(f"{c}/M0 {WORKLOAD_LABEL[w]}, data in RAM (median of rounds)", f"{med:.3f}",
                ">= 0.97", med >= 0.97)
-        cpu_vals = [x[3] for x in ram_cpu_rounds(runs, w, c)]
+        cpu_vals = [x[3] for x in ram_rounds(runs, w, c, "server_cpu_us_per_txn")]
         if cpu_vals:
             cpu_med = statistics.median(cpu_vals)
             # Not a target: it moves with the host as the TPS do
