@@ -68,13 +68,17 @@ my $parallel = q{
 # where t's and u's pages were just before it, and what it added to the
 # counters.  bpext_drop_clean_buffers() also drops the catalog pages the
 # session has read; the queries that take the counters before and after
-# run once before, so that they read none then.
+# run once before.  They read no relation at all: the view
+# bpext_database_stats joins pg_database, whose page the statement may
+# have pushed out of shared buffers, and a read of it on either side of
+# the counters' snapshot would count in the delta; so they call the view's
+# function for the database's oid, taken beforehand.
 sub measure
 {
 	my ($settings, $statement) = @_;
 	my $from = q{
 		  FROM bpext_stats s
-		  LEFT JOIN bpext_database_stats d ON d.datname = current_database()};
+		  LEFT JOIN bpext_database_stats_1_4() d ON d.database_id = :dboid};
 	my $before = qq{
 		SELECT s.extension_page_reads AS s_hits, s.data_file_reads AS s_reads,
 		       coalesce(d.tier_reads, 0) AS d_hits,
@@ -93,6 +97,7 @@ sub measure
 		  $from;};
 	my $out = $node->safe_psql('postgres', qq{
 		$settings
+		SELECT oid AS dboid FROM pg_database WHERE datname = current_database() \\gset
 		\\o /dev/null
 		$statement;
 		SELECT bpext_drop_clean_buffers();
