@@ -257,6 +257,7 @@ static uint64 window_cached = 0;
 static int	cached_windows = 0;
 static int	uncached_windows = 0;
 static TimestampTz resumed_at = 0;
+static TimestampTz summed_at = 0;	/* the last look at the counters */
 
 static void
 start_window(TimestampTz now, const BpextCounters *c)
@@ -291,7 +292,7 @@ bpext_adaptive_admission_step(void)
 	{
 		if (paused)
 			set_paused(false);
-		window_start = 0;
+		window_start = summed_at = 0;
 		return;
 	}
 	if (!bpext_adaptive_admission)
@@ -303,12 +304,18 @@ bpext_adaptive_admission_step(void)
 			ereport(LOG,
 					(errmsg("bpext resumed admission to the tier: bpext.adaptive_admission is off")));
 		}
-		window_start = 0;
+		window_start = summed_at = 0;
 		return;
 	}
-	if (window_start != 0 &&
-		!TimestampDifferenceExceeds(window_start, now, WINDOW_MS))
+	/*
+	 * At most one look at the counters per WINDOW_MS: summing every
+	 * process's slots is most of what an idle round costs, and a window
+	 * short of MIN_PROBES would otherwise be summed again every round.
+	 */
+	if (summed_at != 0 &&
+		!TimestampDifferenceExceeds(summed_at, now, WINDOW_MS))
 		return;
+	summed_at = now;
 
 	bpext_stats_raw_sum(&c);
 	if (window_start == 0)

@@ -119,6 +119,7 @@ bpext_shmem_startup(void)
 		pg_atomic_init_u32(&BpextCtl->active_slots, 0);
 		pg_atomic_init_u32(&BpextCtl->warm_loading, 0);
 		pg_atomic_init_u32(&BpextCtl->admission_paused, 0);
+		pg_atomic_init_u32(&BpextCtl->worker_resting, 0);
 		pg_atomic_init_u64(&BpextCtl->worker_progress_at, 0);
 		BpextCtl->control_lock =
 			&GetNamedLWLockTranche("bpext")[tier_map_lwlock_count()].lock;

@@ -115,6 +115,8 @@ bpext_extend(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 {
 	bool		tracked = bpext_smgr_tracks(reln);
 
+	/* A new page takes a buffer, as a miss does. */
+	bpext_wake_resting_worker();
 	if (tracked)
 		tier_map_invalidate_block(&BPEXT_SMGR_RELFILE(reln), forknum, blocknum);
 	mdextend(reln, forknum, blocknum, buffer, skipFsync);
@@ -141,6 +143,7 @@ bpext_zeroextend(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 {
 	bool		tracked = bpext_smgr_tracks(reln) && nblocks > 0;
 
+	bpext_wake_resting_worker();
 	if (tracked)
 		invalidate_new_blocks(reln, forknum, blocknum, nblocks);
 	mdzeroextend(reln, forknum, blocknum, nblocks, skipFsync);

@@ -257,6 +257,7 @@ bpext_startreadv(PgAioHandle *ioh, SMgrRelation reln, ForkNumber forknum,
 	const BpextRelFile *rfile = &BPEXT_SMGR_RELFILE(reln);
 	BlockNumber nserved = 0;
 
+	bpext_wake_resting_worker();
 	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (bpext_smgr_serves(reln) && completion_fd >= 0)
 	{

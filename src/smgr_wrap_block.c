@@ -61,6 +61,7 @@ bpext_read(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	instr_time	start;
 	uint64		read_us;
 
+	bpext_wake_resting_worker();
 	bpext_sizing_note_read(reln, forknum, blocknum, 1);
 	if (!bpext_smgr_serves(reln))
 	{

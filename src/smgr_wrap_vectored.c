@@ -169,6 +169,7 @@ bpext_readv(SMgrRelation reln, ForkNumber forknum, BlockNumber blocknum,
 	bool		admit = bpext_read_admission_wanted();
 	BlockNumber i = 0;
 
+	bpext_wake_resting_worker();
 	bpext_sizing_note_read(reln, forknum, blocknum, nblocks);
 	if (!bpext_smgr_serves(reln))
 	{

@@ -8,13 +8,15 @@
  * once by the postmaster.  Its fields fall into three groups, each with its
  * own protocol:
  *
- *	- state, map_epoch, file_incarnation, active_slots, warm_loading and
- *	  admission_paused are atomics read without a lock on every smgr call;
- *	  state and file_incarnation are only ever changed by the bpext worker
- *	  (tier_control.c), which is the one process that opens, creates,
- *	  resizes and closes the tier file, and admission_paused by the worker
- *	  alone too (adaptive_admission.c).  map_epoch is also bumped by
- *	  bpext_drop_clean_buffers (tier_map_begin_drop).
+ *	- state, map_epoch, file_incarnation, active_slots, warm_loading,
+ *	  admission_paused and worker_resting are atomics read without a lock
+ *	  on every smgr call; state and file_incarnation are only ever changed
+ *	  by the bpext worker (tier_control.c), which is the one process that
+ *	  opens, creates, resizes and closes the tier file, and
+ *	  admission_paused by the worker alone too (adaptive_admission.c).
+ *	  map_epoch is also bumped by bpext_drop_clean_buffers
+ *	  (tier_map_begin_drop).  worker_resting is set by the worker and
+ *	  cleared by whoever wakes it (worker.c).
  *	- path, size and error fields describe the tier for the views; they are
  *	  written by the worker and read by anyone, under control_lock.
  *	- the counters live in stats.c, one slot per process.
@@ -60,6 +62,9 @@ typedef struct BpextControl
 	pg_atomic_uint32 admission_paused;	/* the worker paused admission: the
 										 * tier cannot help now
 										 * (adaptive_admission.c) */
+	pg_atomic_uint32 worker_resting;	/* the worker sleeps long, and the
+										 * next shared-buffer miss wakes it
+										 * (worker.c) */
 
 	/* Protected by control_lock. */
 	LWLock	   *control_lock;
@@ -118,6 +123,22 @@ bpext_admission_paused(void)
 	return pg_atomic_read_u32(&BpextCtl->admission_paused) != 0;
 }
 
+extern void bpext_wake_worker(void);
+
+/*
+ * A shared-buffer miss: wake the worker if it is resting (it found the
+ * clock hand standing still, worker.c), since misses are what move the
+ * hand.  One atomic read while it is not; the first miss to find it
+ * resting wakes it, the others find the flag cleared.
+ */
+static inline void
+bpext_wake_resting_worker(void)
+{
+	if (unlikely(pg_atomic_read_u32(&BpextCtl->worker_resting) != 0) &&
+		pg_atomic_exchange_u32(&BpextCtl->worker_resting, 0) != 0)
+		bpext_wake_worker();
+}
+
 /* The state machine. */
 extern void bpext_apply_configuration(void);
 extern void bpext_tier_fail(const char *what, int save_errno);
@@ -126,7 +147,6 @@ extern void bpext_tier_check_file(void);
 extern void bpext_tier_recover(void);
 extern int	bpext_tier_worker_fd(uint32 *incarnation);
 extern const char *bpext_state_description(BpextState state);
-extern void bpext_wake_worker(void);
 extern bool bpext_tier_warm_load_step(void);
 extern void bpext_tier_flush_directory(void);
 

@@ -10,7 +10,8 @@
  * uses its tier while it replays WAL, see db_hooks.c).  Between push rounds
  * it sleeps on its latch for bpext.push_interval while the clock hand
  * stands still, and less, down to not at all, the faster the hand moves
- * (evict_push.c).  A configuration reload (SIGHUP) makes it re-apply the tier
+ * (evict_push.c); once the hand has stood still for a second it rests
+ * until the next shared-buffer miss (Resting, below).  A configuration reload (SIGHUP) makes it re-apply the tier
  * settings; bpext_enable() and friends wait for it to have done so.
  *
  * The worker makes no system call on the tier file that could sleep on
@@ -66,6 +67,27 @@
 
 /* How often the worker checks that the tier file is still there. */
 #define FILE_CHECK_INTERVAL_MS	1000
+
+/*
+ * Resting.  While the clock hand stands still nothing leaves shared
+ * buffers: there is nothing to push, and nothing new for the sizing
+ * advisor's sweep to see.  Once the hand has stood still for
+ * HAND_STILL_MS, the worker sleeps up to REST_MS with worker_resting set,
+ * and the first shared-buffer miss wakes it (bpext_wake_resting_worker);
+ * so does anything that sets its latch as before (a page queued for the
+ * tier, a sweep asked for, a reload, SIGTERM).  An idle server then wakes
+ * it about once a second instead of once per bpext.push_interval.  A
+ * miss that wakes it keeps it on its usual rounds for HAND_STILL_MS
+ * again, so that misses that do not move the hand (shared buffers still
+ * filling from the free list) cannot wake it more often than its rounds
+ * did.  A quarter of bpext.io_timeout bounds the rest, so that the
+ * worker's watch of tier I/O under way (io_watch.c) keeps its pace.
+ */
+#define HAND_STILL_MS			1000
+#define REST_MS					FILE_CHECK_INTERVAL_MS
+
+static uint64 still_hand = 0;	/* the hand's position when last seen */
+static TimestampTz hand_still_since = 0;	/* since when it stood there */
 
 /* Is this process the tier worker? */
 static bool am_tier_worker = false;
@@ -199,6 +221,39 @@ maintain_readers(void)
 	tier_readers_maintain(fd, incarnation);
 }
 
+/* Where the clock hand is, in buffers passed since the server started. */
+static uint64
+clock_hand_position(void)
+{
+	uint32		passes;
+	int			hand = StrategySyncStart(&passes, NULL);
+
+	return (uint64) passes * NBuffers + hand;
+}
+
+/*
+ * How long the worker may rest, or 0 if it may not: the hand has moved
+ * within HAND_STILL_MS (see Resting above).
+ */
+static long
+rest_time(TimestampTz now)
+{
+	uint64		hand = clock_hand_position();
+	long		rest = REST_MS;
+
+	if (hand != still_hand || hand_still_since == 0)
+	{
+		still_hand = hand;
+		hand_still_since = now;
+		return 0;
+	}
+	if (!TimestampDifferenceExceeds(hand_still_since, now, HAND_STILL_MS))
+		return 0;
+	if (bpext_io_timeout_ms > 0)
+		rest = Min(rest, Max(bpext_io_timeout_ms / 4, 1));
+	return rest;
+}
+
 void
 bpext_worker_main(Datum main_arg)
 {
@@ -237,6 +292,7 @@ bpext_worker_main(Datum main_arg)
 	{
 		TimestampTz now;
 		long		naptime;
+		long		rest;
 		bool		loading;
 		bool		more_queued;
 
@@ -305,10 +361,21 @@ bpext_worker_main(Datum main_arg)
 		/* Shared buffers' pages, seen for the sizing advisor (sizing.c). */
 		bpext_sizing_sweep_shared_buffers();
 
+		rest = loading || more_queued ? 0 : rest_time(now);
+		if (rest > 0)
+		{
+			naptime = Max(naptime, rest);
+			pg_atomic_write_u32(&BpextCtl->worker_resting, 1);
+		}
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 loading || more_queued ? 0 : naptime,
 						 BPEXT_WAIT_EVENT(BPEXT_WAIT_WORKER_MAIN));
 		ResetLatch(MyLatch);
+
+		/* A miss cleared the flag: back to the usual rounds for a while. */
+		if (rest > 0 &&
+			pg_atomic_exchange_u32(&BpextCtl->worker_resting, 0) == 0)
+			hand_still_since = GetCurrentTimestamp();
 	}
 }
