@@ -609,9 +609,12 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
  * early.  Either visits at most SIZING_SWEEP_MAX buffers a call.  The
  * header spinlock is taken per buffer, to read its tag whole; the
  * advisor's lock once per batch of sampled pages.  While the hand stands
- * still, no page leaves shared buffers and none needs dating: the pass
- * waits until the hand has moved (an idle server with 32 GB of shared
- * buffers would otherwise take four million header locks a second).
+ * still, no page leaves shared buffers: one whole pass after it stopped
+ * dates every page there as late as a later one would, relative to every
+ * page that left (a page that stays through a scan and an idle spell,
+ * then leaves, is dated after the scan), and the passes stop until the
+ * hand moves again (an idle server with 32 GB of shared buffers would
+ * otherwise take four million header locks a second).
  */
 #define SIZING_SWEEP_MS		1000
 #define SIZING_SWEEP_MAX	(256 * 1024)
@@ -745,7 +748,8 @@ bpext_sizing_sweep_shared_buffers(void)
 {
 	static uint64 next_buffer = 0;
 	static TimestampTz last_sweep = 0;
-	static bool hand_moved = false; /* since the last pass's visits */
+	static uint64 visited_while_still = 0;	/* by the pass, since the
+											 * hand last moved */
 	TimestampTz now;
 	long		secs;
 	int			usecs;
@@ -756,12 +760,12 @@ bpext_sizing_sweep_shared_buffers(void)
 		return;
 
 	if (sweep_ahead_of_hand())
-		hand_moved = true;
+		visited_while_still = 0;
 
 	now = GetCurrentTimestamp();
-	if (last_sweep != 0 && !hand_moved)
+	if (visited_while_still >= (uint64) NBuffers)
 	{
-		/* Nothing left shared buffers: the time passes unvisited. */
+		/* A whole pass since the hand stopped: the time passes unvisited. */
 		last_sweep = now;
 		return;
 	}
@@ -776,7 +780,7 @@ bpext_sizing_sweep_shared_buffers(void)
 	if (nvisit < 1)
 		return;
 	last_sweep = now;
-	hand_moved = false;
+	visited_while_still += nvisit;
 	visit_buffers(next_buffer, nvisit, true);
 	next_buffer = (next_buffer + nvisit) % NBuffers;
 }
