@@ -25,7 +25,7 @@ def main():
     curves = read_tsv(os.path.join(results, "curves.tsv"))
 
     lines = [
-        "| workload | hot set (pages) | tier (share of hot set) | tier pages | misses | measured | predicted | difference (points) | dual-written | stores skipped (queue full) |",
+        "| workload | hot set (pages) | tier (share of hot set) | tier pages | misses | measured | predicted | difference (points) | dual-written | admission skips (a full store queue or index group) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     worst = 0.0
@@ -37,7 +37,7 @@ def main():
                 w=row["workload"], hot=int(row["hot_set_pages"]), f=row["fraction"],
                 tp=int(row["tier_pages"]), m=int(row["misses"]),
                 meas=float(row["measured"]), pred=float(row["predicted"]), d=diff,
-                dw=int(row["dual_written"]), sk=int(row["stores_skipped"])))
+                dw=int(row["dual_written"]), sk=int(row["admission_skips"])))
     lines.append("")
     lines.append(f"Largest difference: {worst:.1f} points.")
     with open(os.path.join(results, "accuracy.md"), "w") as f:
