@@ -50,15 +50,16 @@
  *	  page referenced by a miss is, from then on, either in shared buffers
  *	  or in the tier.  The stack therefore models shared buffers and the
  *	  tier together: the bpext worker sees shared buffers (the buffers
- *	  just ahead of the clock hand, and a pass over all of them a second,
- *	  bpext_sizing_sweep_shared_buffers) and moves the sampled pages it
- *	  finds there to the top, so that a page is dated by when it was last
- *	  seen in shared buffers, about when the tier got it, not by the miss
- *	  that brought it in; and a tier of S pages is the stack's answer for
- *	  S + shared_buffers pages less those both hold (tier_hit_ratio),
- *	  which the timed pass measures (overlap_at).  The pushes themselves
- *	  are not fed in: with the tier off there are none, and the curve must
- *	  mean the same thing before and after the SSD exists.
+ *	  just ahead of the clock hand, and a pass over all of them a second
+ *	  while the stack changes, bpext_sizing_sweep_shared_buffers) and
+ *	  moves the sampled pages it finds there to the top, so that a page
+ *	  is dated by when it was last seen in shared buffers, about when the
+ *	  tier got it, not by the miss that brought it in; and a tier of S
+ *	  pages is the stack's answer for S + shared_buffers pages less
+ *	  those both hold (tier_hit_ratio), which the timed pass measures
+ *	  (overlap_at).  The pushes themselves are not fed in: with the tier
+ *	  off there are none, and the curve must mean the same thing before
+ *	  and after the SSD exists.
  *	- A write re-admits the page (dual write stores it, and a page
  *	  written while in shared buffers is then in both; under write_policy
  *	  = invalidate the clean page is pushed when it is evicted).  A dirty
@@ -86,8 +87,9 @@
  * or the threshold is lowered (linear too).  Nothing here allocates,
  * raises an error, or waits for anything but that lock.  The worker's
  * sweep of shared buffers takes each buffer's header spinlock for a tag
- * copy and hashes it: NBuffers a second, plus each buffer the clock hand
- * passes once, at most 256k buffers a round each, about a millisecond
+ * copy and hashes it: NBuffers a second while the stack changes (none on
+ * an idle server), plus each buffer the clock hand passes once, at most
+ * 256k buffers a round each, about a millisecond
  * per 100k buffers, off every backend's path.
  *
  * Locking protocol.
@@ -609,12 +611,13 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
  * early.  Either visits at most SIZING_SWEEP_MAX buffers a call.  The
  * header spinlock is taken per buffer, to read its tag whole; the
  * advisor's lock once per batch of sampled pages.  While the hand stands
- * still, no page leaves shared buffers: one whole pass after it stopped
- * dates every page there as late as a later one would, relative to every
- * page that left (a page that stays through a scan and an idle spell,
- * then leaves, is dated after the scan), and the passes stop until the
- * hand moves again (an idle server with 32 GB of shared buffers would
- * otherwise take four million header locks a second).
+ * still and no sampled page is referenced (a miss served from the free
+ * list, a read through a ring, a write), the stack does not change: one
+ * whole pass after the last such change puts the pages in shared buffers
+ * on top, where a later pass would put them again, so the passes stop
+ * there until the hand moves or a sampled page is referenced (an idle
+ * server with 32 GB of shared buffers would otherwise take four million
+ * header locks a second).
  */
 #define SIZING_SWEEP_MS		1000
 #define SIZING_SWEEP_MAX	(256 * 1024)
@@ -750,6 +753,8 @@ bpext_sizing_sweep_shared_buffers(void)
 	static TimestampTz last_sweep = 0;
 	static uint64 visited_while_still = 0;	/* by the pass, since the
 											 * hand last moved */
+	static uint64 references_seen = 0;	/* sampled misses and writes then */
+	uint64		references;
 	TimestampTz now;
 	long		secs;
 	int			usecs;
@@ -759,13 +764,16 @@ bpext_sizing_sweep_shared_buffers(void)
 	if (!bpext_sizing || Sizing == NULL)
 		return;
 
-	if (sweep_ahead_of_hand())
+	/* Read without the lock: a stale sum only delays a pass by a round. */
+	references = Sizing->sampled_misses + Sizing->sampled_writes;
+	if (sweep_ahead_of_hand() || references != references_seen)
 		visited_while_still = 0;
+	references_seen = references;
 
 	now = GetCurrentTimestamp();
 	if (visited_while_still >= (uint64) NBuffers)
 	{
-		/* A whole pass since the hand stopped: the time passes unvisited. */
+		/* A whole pass since the stack last changed: nothing to redo. */
 		last_sweep = now;
 		return;
 	}
