@@ -1087,9 +1087,10 @@ bpext_tier_warm_load_step(void)
  * kernel's writeback of the tier file, so that what the save at exit has
  * to write and fsync stays small (slot_directory.c).  Both through the
  * writer helper.  Not while a warm start's load runs: the directory is
- * still being read.
+ * still being read.  Returns whether chunks are left for the next round,
+ * which the worker then does not rest before.
  */
-void
+bool
 bpext_tier_flush_directory(void)
 {
 	static TimestampTz last_flush = 0;
@@ -1100,10 +1101,10 @@ bpext_tier_flush_directory(void)
 	if (worker_fd < 0 ||
 		pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED ||
 		pg_atomic_read_u32(&BpextCtl->warm_loading) != 0)
-		return;
+		return false;
 	now = GetCurrentTimestamp();
 	if (!TimestampDifferenceExceeds(last_flush, now, DIRECTORY_FLUSH_INTERVAL_MS))
-		return;
+		return false;
 	last_flush = now;
 
 	/*
@@ -1116,7 +1117,7 @@ bpext_tier_flush_directory(void)
 	bpext_tier_check_file();
 	if (worker_fd < 0 ||
 		pg_atomic_read_u32(&BpextCtl->state) != BPEXT_STATE_ENABLED)
-		return;
+		return false;
 	if (!slot_directory_flush(worker_fd, DIRECTORY_FLUSH_MAX_CHUNKS,
 							  &nwritten, &more))
 	{
@@ -1124,10 +1125,11 @@ bpext_tier_flush_directory(void)
 
 		BPEXT_COUNT(io_errors, 1);
 		bpext_tier_fail("could not write the slot directory", save_errno);
-		return;
+		return false;
 	}
 	if (more)
 		last_flush = 0;			/* the rest in the next round */
 	if (nwritten > 0)
 		(void) tier_writer_start_writeback(worker_fd);
+	return more;
 }

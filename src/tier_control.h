@@ -126,9 +126,10 @@ bpext_admission_paused(void)
 extern void bpext_wake_worker(void);
 
 /*
- * A shared-buffer miss: wake the worker if it is resting (it found the
- * clock hand standing still, worker.c), since misses are what move the
- * hand.  One atomic read while it is not; the first miss to find it
+ * A relation read or extension: wake the worker if it is resting (it
+ * found the clock hand standing still, worker.c), since shared-buffer
+ * misses are what move the hand (a temporary relation's wakes it for
+ * nothing).  One atomic read while it is not; the first caller to find it
  * resting wakes it, the others find the flag cleared.
  */
 static inline void
@@ -148,6 +149,6 @@ extern void bpext_tier_recover(void);
 extern int	bpext_tier_worker_fd(uint32 *incarnation);
 extern const char *bpext_state_description(BpextState state);
 extern bool bpext_tier_warm_load_step(void);
-extern void bpext_tier_flush_directory(void);
+extern bool bpext_tier_flush_directory(void);
 
 #endif							/* BPEXT_TIER_CONTROL_H */

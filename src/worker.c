@@ -11,8 +11,9 @@
  * it sleeps on its latch for bpext.push_interval while the clock hand
  * stands still, and less, down to not at all, the faster the hand moves
  * (evict_push.c); once the hand has stood still for a second it rests
- * until the next shared-buffer miss (Resting, below).  A configuration reload (SIGHUP) makes it re-apply the tier
- * settings; bpext_enable() and friends wait for it to have done so.
+ * (Resting, below).  A configuration reload (SIGHUP) makes it re-apply
+ * the tier settings; bpext_enable() and friends wait for it to have done
+ * so.
  *
  * The worker makes no system call on the tier file that could sleep on
  * its device: every one goes through a helper process that it stops
@@ -70,18 +71,30 @@
 
 /*
  * Resting.  While the clock hand stands still nothing leaves shared
- * buffers: there is nothing to push, and nothing new for the sizing
- * advisor's sweep to see.  Once the hand has stood still for
- * HAND_STILL_MS, the worker sleeps up to REST_MS with worker_resting set,
- * and the first shared-buffer miss wakes it (bpext_wake_resting_worker);
- * so does anything that sets its latch as before (a page queued for the
- * tier, a sweep asked for, a reload, SIGTERM).  An idle server then wakes
- * it about once a second instead of once per bpext.push_interval.  A
- * miss that wakes it keeps it on its usual rounds for HAND_STILL_MS
- * again, so that misses that do not move the hand (shared buffers still
- * filling from the free list) cannot wake it more often than its rounds
- * did.  A quarter of bpext.io_timeout bounds the rest, so that the
- * worker's watch of tier I/O under way (io_watch.c) keeps its pace.
+ * buffers: there is nothing to push (and the sizing advisor's pass stops
+ * by itself once it has nothing to redo, sizing.c).  Once the hand has
+ * stood still for HAND_STILL_MS, with no page queued for the tier, no
+ * saved map loading and no slot directory chunks left for the next round,
+ * the worker sleeps up to REST_MS with worker_resting set, and the next
+ * read or extension of a relation wakes it (bpext_wake_resting_worker: a
+ * shared-buffer miss, which is what moves the hand; a temporary
+ * relation's wakes it for nothing); so does anything that sets its latch
+ * as before (a page queued for the tier, a sweep asked for, a reload,
+ * SIGTERM).  An idle server then wakes it once a second instead of once
+ * per bpext.push_interval.  A miss that wakes it keeps it on its usual
+ * rounds for HAND_STILL_MS again, so that misses that do not move the
+ * hand (shared buffers still filling from the free list) cannot wake it
+ * more often than its rounds did.  What moves the hand without a read
+ * (a page zeroed without reading it, a full-page image replayed on a
+ * standby) does not wake it: the first rest's worth of those evictions
+ * may go unpushed.
+ *
+ * The worker's own watch of tier I/O under way (io_watch.c) looks every
+ * 100 ms at most, or a quarter of bpext.io_timeout; while resting it looks
+ * once a rest, which a quarter of bpext.io_timeout bounds too, at most a
+ * second: a hung tier read that no other process notices fails the tier
+ * up to that much later.  Any miss wakes the worker, and every process
+ * that starts tier I/O watches the others' first.
  */
 #define HAND_STILL_MS			1000
 #define REST_MS					FILE_CHECK_INTERVAL_MS
@@ -295,6 +308,7 @@ bpext_worker_main(Datum main_arg)
 		long		rest;
 		bool		loading;
 		bool		more_queued;
+		bool		more_directory;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -342,7 +356,7 @@ bpext_worker_main(Datum main_arg)
 		loading = bpext_tier_warm_load_step();
 
 		/* The map's changes, onto the SSD (slot_directory.c). */
-		bpext_tier_flush_directory();
+		more_directory = bpext_tier_flush_directory();
 
 		/* Pause or resume admission (adaptive_admission.c). */
 		bpext_adaptive_admission_step();
@@ -361,11 +375,23 @@ bpext_worker_main(Datum main_arg)
 		/* Shared buffers' pages, seen for the sizing advisor (sizing.c). */
 		bpext_sizing_sweep_shared_buffers();
 
-		rest = loading || more_queued ? 0 : rest_time(now);
+		rest = loading || more_queued || more_directory ? 0 : rest_time(now);
 		if (rest > 0)
 		{
-			naptime = Max(naptime, rest);
+			/*
+			 * The flag first, then the hand again: a miss that moved the
+			 * hand after rest_time looked either finds the flag set and
+			 * wakes us, or is seen here.
+			 */
 			pg_atomic_write_u32(&BpextCtl->worker_resting, 1);
+			pg_memory_barrier();
+			if (clock_hand_position() != still_hand)
+			{
+				pg_atomic_write_u32(&BpextCtl->worker_resting, 0);
+				rest = 0;
+			}
+			else
+				naptime = Max(naptime, rest);
 		}
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

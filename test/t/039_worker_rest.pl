@@ -8,7 +8,8 @@
 # switches (/proc/PID/status): each round ends in one WaitLatch.
 #
 #  1. Idle for 4 s, after the hand has stood still for more than a
-#     second: at most 16 switches, where rounds every push_interval
+#     second: at most 40 switches (about 8: a rest, and the file check's
+#     call to a helper, each second), where rounds every push_interval
 #     (10 ms) make about 400.
 #  2. A query that misses in shared buffers, on the resting worker: within
 #     half a second of its start, at least 10 switches (woken by the
@@ -63,7 +64,7 @@ sub idle_switches
 $node->safe_psql('postgres', 'CHECKPOINT; SELECT bpext_drop_clean_buffers()');
 
 my $idle = idle_switches(4);
-cmp_ok($idle, '<=', 16, "idle: the worker woke $idle times in 4 s");
+cmp_ok($idle, '<=', 40, "idle: the worker woke $idle times in 4 s");
 
 my $started = time;
 my $before = worker_switches();
@@ -75,7 +76,7 @@ cmp_ok($woken, '>=', 10,
 	sprintf('a miss woke the resting worker: %d wake-ups in %.2f s', $woken, time - $started));
 
 $idle = idle_switches(4);
-cmp_ok($idle, '<=', 16, "idle again: the worker woke $idle times in 4 s");
+cmp_ok($idle, '<=', 40, "idle again: the worker woke $idle times in 4 s");
 
 is(bpext_config($node)->{state}, 5, 'the tier stayed enabled');
 
