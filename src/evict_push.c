@@ -313,6 +313,20 @@ next_sleep_ms(uint64 hand_pos, int lookahead, bool overtaken)
 }
 
 /*
+ * Where the clock hand is, in buffers passed since the server started
+ * (StrategySyncStart without the allocation counter, which is the
+ * bgwriter's).  Also for the sizing sweep and the worker's rest.
+ */
+uint64
+bpext_clock_hand_position(void)
+{
+	uint32		passes;
+	int			hand = StrategySyncStart(&passes, NULL);
+
+	return (uint64) passes * NBuffers + hand;
+}
+
+/*
  * One pass over the buffers ahead of the clock hand.  Returns how many
  * milliseconds the worker may sleep before the next one.
  */
@@ -323,8 +337,6 @@ bpext_push_round(void)
 	uint64		hand_pos;
 	bool		overtaken;
 	long		sleep_ms;
-	uint32		complete_passes;
-	int			hand;
 	int			lookahead;
 	uint64		window_start;
 	uint64		window_end;
@@ -358,8 +370,7 @@ bpext_push_round(void)
 	 * less what an earlier window already covered.  When the hand has not
 	 * moved (nothing is being evicted) there is nothing to do at all.
 	 */
-	hand = StrategySyncStart(&complete_passes, NULL);
-	window_start = (uint64) complete_passes * NBuffers + hand;
+	window_start = bpext_clock_hand_position();
 	hand_pos = window_start;
 	overtaken = scanned_until < window_start;
 	lookahead = current_lookahead(hand_pos, overtaken);

@@ -10,6 +10,7 @@
 #ifndef BPEXT_EVICT_PUSH_H
 #define BPEXT_EVICT_PUSH_H
 
+extern uint64 bpext_clock_hand_position(void);
 extern long bpext_push_round(void);
 extern void bpext_push_abandon(void);
 

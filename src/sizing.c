@@ -123,6 +123,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "evict_push.h"
 #include "settings.h"
 #include "sizing.h"
 #include "sql_api.h"
@@ -724,15 +725,13 @@ sweep_ahead_of_hand(void)
 {
 	static uint64 visited_until = 0;
 	static uint64 last_hand = 0;
-	uint32		passes;
 	uint64		hand;
 	uint64		moved;
 	uint64		window;
 	uint64		first;
 	uint64		end;
 
-	hand = StrategySyncStart(&passes, NULL);
-	hand += (uint64) passes * NBuffers;
+	hand = bpext_clock_hand_position();
 	moved = last_hand == 0 ? 0 : hand - Min(last_hand, hand);
 	last_hand = hand;
 	window = Min((uint64) NBuffers, Max((uint64) Max(NBuffers / 4, 1), 2 * moved));

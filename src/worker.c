@@ -234,16 +234,6 @@ maintain_readers(void)
 	tier_readers_maintain(fd, incarnation);
 }
 
-/* Where the clock hand is, in buffers passed since the server started. */
-static uint64
-clock_hand_position(void)
-{
-	uint32		passes;
-	int			hand = StrategySyncStart(&passes, NULL);
-
-	return (uint64) passes * NBuffers + hand;
-}
-
 /*
  * How long the worker may rest, or 0 if it may not: the hand has moved
  * within HAND_STILL_MS (see Resting above).
@@ -251,7 +241,7 @@ clock_hand_position(void)
 static long
 rest_time(TimestampTz now)
 {
-	uint64		hand = clock_hand_position();
+	uint64		hand = bpext_clock_hand_position();
 	long		rest = REST_MS;
 
 	if (hand != still_hand || hand_still_since == 0)
@@ -385,7 +375,7 @@ bpext_worker_main(Datum main_arg)
 			 */
 			pg_atomic_write_u32(&BpextCtl->worker_resting, 1);
 			pg_memory_barrier();
-			if (clock_hand_position() != still_hand)
+			if (bpext_clock_hand_position() != still_hand)
 			{
 				pg_atomic_write_u32(&BpextCtl->worker_resting, 0);
 				rest = 0;
