@@ -209,10 +209,20 @@ bpext_helper_leave_server(void)
 	sigset_t	none;
 	int			sig;
 
-	/* No server handler may run from here on, not even one pending now. */
+	/*
+	 * No server handler may run from here on, and no signal pending now
+	 * may act: it was meant for the parent (ignoring a signal discards it
+	 * if it is pending).  SIGCHLD is ignored by default anyway, and while
+	 * set to SIG_IGN it would reap the children of a helper that has some.
+	 */
 	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
+	{
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		if (sig != SIGCHLD)
+			signal(sig, SIG_IGN);
+		signal(sig, SIG_DFL);
+	}
 	on_exit_reset();
 	PG_exception_stack = NULL;
 	error_context_stack = NULL;
@@ -325,8 +335,6 @@ run_helper(int sock, const HelperIoRun *run)
 
 	helper_sock = sock;
 	bpext_helper_leave_server();
-	if (run->worker_child)
-		(void) setsid();		/* out of the worker's process group */
 	keep[nkeep++] = sock;
 	for (i = 0; i < run->nkeep && nkeep < lengthof(keep); i++)
 		keep[nkeep++] = run->keep[i];

@@ -228,7 +228,6 @@ keeper_main(int fd)
 	int			own;
 
 	bpext_helper_leave_server();
-	(void) setsid();
 	(void) prctl(PR_SET_PDEATHSIG, 0);
 	signal(SIGIO, SIG_IGN);		/* a lease break must not end it */
 	bpext_close_inherited_fds(keep, 2);

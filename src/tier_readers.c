@@ -828,7 +828,6 @@ helper_main(int index, uint32 generation, int tier_fd, uint32 incarnation,
 	HelperRing	hr;
 
 	bpext_helper_leave_server();
-	(void) setsid();			/* out of the worker's process group */
 	bpext_close_inherited_fds(keep, WakeFds[index] >= 0 ? 2 : 1);
 	PGSharedMemoryDetach();
 	bpext_helper_title("bpext reader helper");

@@ -67,6 +67,7 @@
 
 #include "helper_io.h"
 #include "settings.h"
+#include "test_hooks.h"
 #include "tier_control.h"
 #include "tier_file.h"
 #include "tier_writer.h"
@@ -232,10 +233,11 @@ helper_main(int in, int out, int tier_fd)
 	bpext_helper_leave_server();
 
 	/*
-	 * Out of the worker's process group, which the postmaster signals as a
-	 * whole: the worker alone decides when the helper ends.
+	 * Test builds: a test may hold the helper here, just forked, while it
+	 * signals the worker's process group (040_helper_start_signal.pl).
 	 */
-	(void) setsid();
+	if (OidIsValid(BPEXT_TEST_HOLD_TARGET("writer_start")))
+		(void) BPEXT_TEST_HOLD("writer_start", 0);
 	bpext_close_inherited_fds(keep, 3);
 	PGSharedMemoryDetach();
 	bpext_helper_title("bpext writer helper");

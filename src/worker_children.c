@@ -24,6 +24,12 @@
  * ends, before it returns to user space: so it never acts on anything
  * after that, and what it held is let go as soon as the device lets go.
  *
+ * Each also moves to a session of its own before any signal can reach
+ * it, out of the worker's process group, which the postmaster signals as
+ * a whole (a fast shutdown's SIGTERM, an immediate one's SIGQUIT): the
+ * worker alone decides when a helper ends, and a helper killed by a signal
+ * meant for the worker would fail the tier I/O the worker waits on.
+ *
  * Being the worker's children (not grandchildren), they are the worker's
  * to reap: it does so on every round (worker_children_reap), and a pid in
  * the table is a process the worker has not reaped, so that pid cannot
@@ -92,12 +98,16 @@ kill_child(int i)
 /*
  * fork() for a helper: -1 (errno set) in the worker if it could not, the
  * child's pid in the worker, 0 in the child, which dies with the worker.
+ * The child is in a session of its own, with every signal blocked: its
+ * first call must be bpext_helper_leave_server.
  */
 pid_t
 worker_child_fork(WorkerChildKind kind)
 {
 	pid_t		parent = getpid();
 	pid_t		child;
+	sigset_t	all;
+	sigset_t	before;
 	int			i;
 
 	worker_children_reap();
@@ -110,10 +120,24 @@ worker_child_fork(WorkerChildKind kind)
 		return -1;
 	}
 
+	/*
+	 * The postmaster signals the worker's whole process group (the SIGTERM
+	 * of a fast shutdown, say), and a child starts in it.  It must leave
+	 * the group before such a signal can reach it with its default action,
+	 * or a shutdown that comes as a helper starts kills the helper and
+	 * fails the tier I/O it was forked for.  So every signal stays blocked
+	 * from before the fork until the child has its own session; one that
+	 * reached the child meanwhile was meant for the worker, and
+	 * bpext_helper_leave_server drops it.
+	 */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &before);
 	fflush(NULL);
 	child = fork();
 	if (child == 0)
 	{
+		(void) setsid();
+
 		/* The table is the worker's; this process has no children. */
 		memset(children, 0, sizeof(children));
 
@@ -125,6 +149,7 @@ worker_child_fork(WorkerChildKind kind)
 			_exit(0);
 		return 0;
 	}
+	sigprocmask(SIG_SETMASK, &before, NULL);
 	if (child > 0)
 	{
 		children[i].pid = child;
