@@ -191,7 +191,9 @@ check_after_stop('fast shutdown', @held);
 # --- no timeout: a query waits on a hung read ---------------------------------
 
 # Start a query that waits on a hung read; its backend's pid, and the
-# session.
+# session.  The session connects before the reads hang: the eviction can
+# leave catalog pages in the tier, and a connection that needs one of them
+# would wait for ever in its start-up (bpext.io_timeout is 0).
 sub hang_a_query
 {
 	$node->append_conf('postgresql.conf', "bpext.io_timeout = 0\n");
@@ -199,9 +201,9 @@ sub hang_a_query
 	ok($node->poll_query_until('postgres',
 			q{SELECT current_setting('bpext.io_timeout') = '0'}),
 		'bpext.io_timeout is 0');
-	my @before = hang_reads();
 	my $session = $node->background_psql('postgres', on_error_stop => 0);
 	my $backend = $session->query_safe('SELECT pg_backend_pid()');
+	my @before = hang_reads();
 	$session->query_until(qr/sent/, qq{\\echo sent
 SELECT v = bpext_expected_v(id, ver) FROM t WHERE id = 1;
 });
