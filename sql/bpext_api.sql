@@ -169,7 +169,7 @@ SELECT bool_and(hit_ratio >= prev_ratio) AS monotone,
                lag(tier_pages, 1, 0::bigint) OVER w AS prev_pages
           FROM bpext_sizing WINDOW w AS (ORDER BY tier_pages)) s;
 SELECT bpext_sizing_reset();
-SELECT seconds < 60 AS new_window, abs(sample_rate - 0.01) < 1e-6 AS default_rate,
+SELECT seconds < 60 AS new_window, sample_rate = 1 AS default_rate,
        sample_capacity > 50000 AS four_mb_budget
   FROM bpext_sizing_window;
 

@@ -51,7 +51,8 @@ int			bpext_log_tier_reads_min_duration_ms = -1;
 
 bool		bpext_sizing = true;
 int			bpext_sizing_memory_kb = 4096;
-double		bpext_sizing_sample_rate = 0.01;
+double		bpext_sizing_sample_rate = 1.0;
+int			bpext_sizing_samples_per_second = 10000;
 
 static const struct config_enum_entry write_policy_options[] = {
 	{"invalidate", BPEXT_WRITE_INVALIDATE, false},
@@ -452,13 +453,23 @@ bpext_define_settings(void)
 
 	DefineCustomRealVariable("bpext.sizing_sample_rate",
 							 "Fraction of pages the tier sizing advisor samples when its curve starts.",
-							 "Takes effect at server start and at bpext_sizing_reset(); the advisor lowers it when bpext.sizing_memory fills.",
+							 "Takes effect at server start and at bpext_sizing_reset(); the advisor lowers it when bpext.sizing_memory fills, and when sampled pages are referenced faster than bpext.sizing_samples_per_second.",
 							 &bpext_sizing_sample_rate,
-							 0.01,
+							 1.0,
 							 0.0001, 1.0,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bpext.sizing_samples_per_second",
+							"Most references to sampled pages the tier sizing advisor takes a second; 0 sets no limit.",
+							"Each costs about a microsecond under the advisor's lock: when they come faster, the advisor samples fewer pages.",
+							&bpext_sizing_samples_per_second,
+							10000,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
 
 #ifdef BPEXT_TEST_HOOKS
 	bpext_test_define_settings();

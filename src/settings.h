@@ -55,6 +55,7 @@ extern int	bpext_scan_task_delay_ms;
 extern bool bpext_sizing;
 extern int	bpext_sizing_memory_kb;
 extern double bpext_sizing_sample_rate;
+extern int	bpext_sizing_samples_per_second;
 extern int	bpext_log_tier_reads_min_duration_ms;
 
 extern void bpext_define_settings(void);

@@ -40,6 +40,15 @@
  * bpext.sizing_sample_rate is the rate a curve starts with (at server
  * start and at bpext_sizing_reset()); the budget only ever lowers it.
  *
+ * Bounded cost (bpext.sizing_samples_per_second): references to sampled
+ * pages that come faster than that lower the threshold the same way, to
+ * what would have taken them a second (budget_spend).  The rate can then
+ * start at 1, every page: the accuracy of a sample is in the number of
+ * pages it holds, and a working set of tens of thousands of pages at 1%
+ * holds a few hundred, which put the curve off by up to 6 points on the
+ * bench; what the rate must be kept from is the cost of a high one where
+ * misses come fast.
+ *
  * What is modelled, and why it is close enough to the tier's real policy:
  *
  *	- The reference stream is every shared-buffer miss (whether the tier
@@ -82,7 +91,9 @@
  * against the threshold (sizing.h), with no lock and no shared write.  A
  * sampled page takes the advisor's LWLock exclusive for a hash lookup and
  * two Fenwick walks (log2 of twice the entry count, 18 steps at the
- * default 4 MB).  Now and then, with the lock held, the stamps are
+ * default 4 MB): a read call takes 678 instructions with every page
+ * sampled, 306 with the advisor off (doc/sizing.md), and the limit holds
+ * that to bpext.sizing_samples_per_second references a second.  Now and then, with the lock held, the stamps are
  * renumbered (every `capacity` sampled references, linear in the entries)
  * or the threshold is lowered (linear too).  Nothing here allocates,
  * raises an error, or waits for anything but that lock.  The worker's
@@ -188,6 +199,8 @@ typedef struct SizingShared
 	uint64		sampled_misses;
 	uint64		sampled_writes;
 	uint64		threshold_cuts;
+	TimestampTz budget_start;	/* when the sampled references below began */
+	uint32		budget_used;	/* sampled references since budget_start */
 	double		miss_weight;	/* estimated misses since window_start */
 	double		cold_weight;	/* of which first references */
 	double		histogram[SIZING_NBUCKETS];
@@ -272,6 +285,7 @@ sizing_clear(void)
 	Sizing->sampled_misses = 0;
 	Sizing->sampled_writes = 0;
 	Sizing->threshold_cuts = 0;
+	Sizing->budget_used = 0;
 	Sizing->miss_weight = 0;
 	Sizing->cold_weight = 0;
 	memset(Sizing->histogram, 0, sizeof(Sizing->histogram));
@@ -280,6 +294,7 @@ sizing_clear(void)
 	for (i = 0; i < SIZING_COUNTER_REGISTERS; i++)
 		pg_atomic_write_u32(&BpextSizingCounter[i], 0);
 	Sizing->window_start = GetCurrentTimestamp();
+	Sizing->budget_start = Sizing->window_start;
 	pg_atomic_write_u32(&Sizing->threshold.value,
 						rate_threshold(bpext_sizing_sample_rate));
 }
@@ -384,16 +399,14 @@ stamps_compact(void)
 }
 
 /*
- * Lower the threshold by an eighth and drop the pages now above it
- * (SHARDS-adj, in steps).
+ * Lower the threshold to threshold and drop the pages now above it
+ * (SHARDS-adj).
  */
 static void
-threshold_cut(void)
+threshold_lower(uint32 threshold)
 {
-	uint32		threshold = pg_atomic_read_u32(&Sizing->threshold.value);
 	uint32		b;
 
-	threshold -= threshold / 8 + 1;
 	pg_atomic_write_u32(&Sizing->threshold.value, threshold);
 	Sizing->threshold_cuts++;
 
@@ -419,6 +432,52 @@ threshold_cut(void)
 		}
 	}
 	tree_rebuild();
+}
+
+/* Lower the threshold by an eighth: the sample no longer fits. */
+static void
+threshold_cut(void)
+{
+	uint32		threshold = pg_atomic_read_u32(&Sizing->threshold.value);
+
+	threshold_lower(threshold - (threshold / 8 + 1));
+}
+
+/*
+ * Count n references to sampled pages (misses, writes, and pages the
+ * worker finds in shared buffers) against bpext.sizing_samples_per_second,
+ * and lower the rate if they came faster: to what would have taken a
+ * second for them, less an eighth, so that the rate settles under the
+ * limit rather than on it.  Each reference takes the advisor's lock and
+ * walks its tree, about a microsecond: the limit bounds the advisor's
+ * cost (at the default, to about 1% of one core) and keeps its lock free
+ * most of the time, whatever the miss rate.  The clock is read once per
+ * limit's worth of references.
+ */
+static void
+budget_spend(uint32 n)
+{
+	TimestampTz now;
+	long		secs;
+	int			usecs;
+	double		elapsed;
+	uint32		threshold;
+
+	if (bpext_sizing_samples_per_second <= 0)
+		return;
+	Sizing->budget_used += n;
+	if (Sizing->budget_used < (uint32) bpext_sizing_samples_per_second)
+		return;
+	now = GetCurrentTimestamp();
+	TimestampDifference(Sizing->budget_start, now, &secs, &usecs);
+	elapsed = secs + usecs / 1000000.0;
+	Sizing->budget_start = now;
+	Sizing->budget_used = 0;
+	if (elapsed >= 1.0)
+		return;
+	threshold = pg_atomic_read_u32(&Sizing->threshold.value);
+	if (threshold > 0)
+		threshold_lower((uint32) (threshold * elapsed * 7 / 8));
 }
 
 static inline bool
@@ -580,6 +639,7 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 
 	entry = move_to_top(entry, rfile, fork, block, hash);
 	entry->held_from = (float) Min(held_from, HELD_NOWHERE);
+	budget_spend(1);
 	LWLockRelease(Sizing->lock);
 }
 
@@ -636,6 +696,7 @@ static void
 touch_seen(const SizingSeen *seen, int nseen, bool timed, int visits)
 {
 	double		weight;
+	uint32		moved = 0;
 	int			i;
 
 	LWLockAcquire(Sizing->lock, LW_EXCLUSIVE);
@@ -664,9 +725,11 @@ touch_seen(const SizingSeen *seen, int nseen, bool timed, int visits)
 			continue;
 		entry = move_to_top(entry, &seen[i].rfile, seen[i].fork,
 							seen[i].block, seen[i].hash);
+		moved++;
 		if (timed && entry->held_from < HELD_NOWHERE)
 			Sizing->overlap_histogram[distance_bucket(entry->held_from)] += weight;
 	}
+	budget_spend(moved);
 	LWLockRelease(Sizing->lock);
 }
 

@@ -16,7 +16,9 @@
 # empties it, and the window says what it covers.  Then: a page kept in
 # shared buffers is dated by its last sight there (5), the pages shared
 # buffers and a tier would both hold are measured (6), and a small
-# sample's footprint is counted, not scaled up (7).
+# sample's footprint is counted, not scaled up (7).  Up to part 7 the
+# advisor may take references as fast as they come; part 8 limits them
+# (bpext.sizing_samples_per_second), and the rate goes down.
 
 use strict;
 use warnings;
@@ -35,7 +37,8 @@ my $passes = 10;
 # buffers make that likely) is a re-reference the reset check cannot allow
 # for (seen once on 18 under CI's load).
 my $node = bpext_init_node('main', tier_size => 0, shared_buffers => '1MB',
-	conf => "bpext.sizing_sample_rate = 1.0\nsynchronize_seqscans = off\nautovacuum = off\n");
+	conf => "bpext.sizing_sample_rate = 1.0\nbpext.sizing_samples_per_second = 0\n"
+	  . "synchronize_seqscans = off\nautovacuum = off\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION bpext');
 
@@ -308,6 +311,32 @@ my $touched = $node->safe_psql('postgres', 'SELECT pages_touched FROM bpext_sizi
 note("part 7: $w->{sampled_pages} pages sampled, $touched pages touched, $n{cyc_a} in cyc_a");
 cmp_ok($touched, '>=', 0.97 * $n{cyc_a}, "the pages touched ($touched) are counted, not scaled up from the sample");
 cmp_ok($touched, '<=', 1.15 * $n{cyc_a}, "and are cyc_a's $n{cyc_a} and a few more");
+
+# 8. At most bpext.sizing_samples_per_second references to sampled pages
+# a second: 20 passes over cyc in one statement, every page sampled at
+# first, make some 60,000 of them, 30 times the limit, in what takes a
+# second or two, and more on a busy machine.  The advisor lowers its rate
+# as soon as a limit's worth comes in under a second; if the machine is
+# so slow that none ever did, the window lasted a second for every
+# limit's worth.  Either way the references came no faster than the limit
+# allows.
+my $limit = 2000;
+$node->append_conf('postgresql.conf',
+	"bpext.sizing_sample_rate = 1.0\nbpext.sizing_samples_per_second = $limit\n");
+$node->reload;
+$node->poll_query_until('postgres',
+	"SELECT current_setting('bpext.sizing_samples_per_second') = '$limit'")
+  or die 'the limit was not reloaded';
+my ($rate, $sampled, $seconds) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT bpext_sizing_reset();
+	DO $$ BEGIN FOR i IN 1 .. 20 LOOP PERFORM count(*) FROM cyc; END LOOP; END $$;
+	SELECT sample_rate, sampled_misses, seconds FROM bpext_sizing_window});
+$rate =~ s/^\n//;
+note("part 8: rate $rate, $sampled sampled misses in $seconds s");
+ok($rate < 1 || $sampled <= $limit * ($seconds + 1),
+	"the limit holds: rate $rate, $sampled sampled misses in $seconds s");
+cmp_ok($sampled, '>=', $limit / 2,
+	'every page was sampled until the references reached the limit');
 
 $node->stop;
 done_testing();
