@@ -52,7 +52,7 @@ int			bpext_log_tier_reads_min_duration_ms = -1;
 bool		bpext_sizing = true;
 int			bpext_sizing_memory_kb = 4096;
 double		bpext_sizing_sample_rate = 1.0;
-int			bpext_sizing_samples_per_second = 10000;
+int			bpext_sizing_samples_per_second = 20000;
 
 static const struct config_enum_entry write_policy_options[] = {
 	{"invalidate", BPEXT_WRITE_INVALIDATE, false},
@@ -465,7 +465,7 @@ bpext_define_settings(void)
 							"Most references to sampled pages the tier sizing advisor takes a second; 0 sets no limit.",
 							"Each costs about a microsecond under the advisor's lock: when they come faster, the advisor samples fewer pages.",
 							&bpext_sizing_samples_per_second,
-							10000,
+							20000,
 							0, INT_MAX,
 							PGC_SIGHUP,
 							0,

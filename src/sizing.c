@@ -448,11 +448,14 @@ threshold_cut(void)
  * worker finds in shared buffers) against bpext.sizing_samples_per_second,
  * and lower the rate if they came faster: to what would have taken a
  * second for them, less an eighth, so that the rate settles under the
- * limit rather than on it.  Each reference takes the advisor's lock and
- * walks its tree, about a microsecond: the limit bounds the advisor's
- * cost (at the default, to about 1% of one core) and keeps its lock free
- * most of the time, whatever the miss rate.  The clock is read once per
- * limit's worth of references.
+ * limit rather than on it, but to no less than half at a time, so that a
+ * burst (the first misses after a reset, all of them new pages) does not
+ * leave the rate far below what the steady stream allows; a stream far
+ * over the limit halves it every limit's worth of references until it
+ * fits.  Each reference takes the advisor's lock and walks its tree,
+ * about a microsecond: the limit bounds the advisor's cost, and keeps its
+ * lock free most of the time, whatever the miss rate.  The clock is read
+ * once per limit's worth of references.
  */
 static void
 budget_spend(uint32 n)
@@ -477,7 +480,7 @@ budget_spend(uint32 n)
 		return;
 	threshold = pg_atomic_read_u32(&Sizing->threshold.value);
 	if (threshold > 0)
-		threshold_lower((uint32) (threshold * elapsed * 7 / 8));
+		threshold_lower((uint32) (threshold * Max(elapsed, 0.5) * 7 / 8));
 }
 
 static inline bool

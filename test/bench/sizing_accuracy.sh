@@ -16,7 +16,8 @@
 #
 #   sudo test/bench/sizing_accuracy.sh [--scale N] [--duration S]
 #        [--shared-buffers MB] [--workloads select,skew,skewrw,tpcb]
-#        [--fractions "0.25 0.5 1"] [--sample-rate R] [--no-build]
+#        [--fractions "0.25 0.5 1"] [--sample-rate R]
+#        [--samples-per-second N] [--no-build]
 #
 # PGBIN picks the PostgreSQL binaries (default: the native major's).
 # Results: test/bench/results/sizing-<timestamp>/ (accuracy.tsv, the
@@ -34,7 +35,8 @@ DURATION=60
 SHARED_BUFFERS=16
 WORKLOADS=select,skew,skewrw,tpcb
 FRACTIONS="0.25 0.5 1"
-SAMPLE_RATE=0.01
+SAMPLE_RATE=1.0          # the server's defaults
+SAMPLES_PER_SECOND=20000
 CLIENTS=4
 SKEW=exponential:4
 SKEW_UPDATE_PCT=20
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
         --workloads) WORKLOADS=$2; shift ;;
         --fractions) FRACTIONS=$2; shift ;;
         --sample-rate) SAMPLE_RATE=$2; shift ;;
+        --samples-per-second) SAMPLES_PER_SECOND=$2; shift ;;
         --clients) CLIENTS=$2; shift ;;
         --no-build) BUILD=0 ;;
         --help|-h) usage 0 ;;
@@ -103,6 +106,7 @@ bpext.max_size = 4GB
 bpext.min_free_space = 0
 bpext.warm_restart = off
 bpext.sizing_sample_rate = $SAMPLE_RATE
+bpext.sizing_samples_per_second = $SAMPLES_PER_SECOND
 bpext.adaptive_admission = off
 max_wal_size = 4GB
 checkpoint_timeout = 30min
@@ -164,9 +168,9 @@ run_workload() {
     echo >> "$LOG"
 }
 
-printf 'workload\thot_set_pages\tfraction\ttier_pages\tmisses\tmeasured\tpredicted\tdifference_points\tdual_written\tadmission_skips\n' > "$RESULTS/accuracy.tsv"
+printf 'workload\thot_set_pages\tfraction\ttier_pages\tmisses\tmeasured\tpredicted\tdifference_points\tdual_written\tadmission_skips\tsample_rate\tsampled_pages\n' > "$RESULTS/accuracy.tsv"
 printf 'workload\tfraction\ttier_pages_run\tcurve_tier_pages\tpredicted\n' > "$RESULTS/curves.tsv"
-say "sizing accuracy: PostgreSQL $MAJOR, scale $SCALE, shared_buffers ${SHARED_BUFFERS}MB, $CLIENTS clients, ${DURATION}s per run, sample rate $SAMPLE_RATE, skew $SKEW"
+say "sizing accuracy: PostgreSQL $MAJOR, scale $SCALE, shared_buffers ${SHARED_BUFFERS}MB, $CLIENTS clients, ${DURATION}s per run, sample rate $SAMPLE_RATE, at most $SAMPLES_PER_SECOND sampled references a second, skew $SKEW"
 for w in ${WORKLOADS//,/ }; do
     start_run 0
     run_workload "$w"
@@ -179,11 +183,13 @@ for w in ${WORKLOADS//,/ }; do
         start_run "$tier_mb"
         run_workload "$w"
         # The advisor's own row for the current tier (bpext_sizing has one).
-        IFS=$'\t' read -r tier_pages predicted lookups hits written skipped stats_json < <(psql_at -F $'\t' -c "
+        IFS=$'\t' read -r tier_pages predicted lookups hits written skipped rate sampled stats_json < <(psql_at -F $'\t' -c "
             SELECT z.tier_pages, z.hit_ratio, s.lookups, s.hits,
                    s.pages_dual_written, s.admission_skips,
+                   round(w.sample_rate::numeric, 4), w.sampled_pages,
                    row_to_json(s)
-              FROM bpext_configuration c, bpext_stats s, bpext_sizing z
+              FROM bpext_configuration c, bpext_stats s, bpext_sizing z,
+                   bpext_sizing_window w
              ORDER BY abs(z.tier_pages - c.current_size_in_kb / 8) LIMIT 1")
         psql_at -F $'\t' -c "SELECT '$w', $f, $tier_pages, tier_pages, hit_ratio FROM bpext_sizing" >> "$RESULTS/curves.tsv"
         # Pages held by shared buffers and the tier both, at the end: the
@@ -197,8 +203,8 @@ for w in ${WORKLOADS//,/ }; do
                   FROM bpext_buffer_descriptors WHERE is_in_bpool_extension) x")
         stop_run
         line=$(awk -v w="$w" -v hot="$hot" -v f="$f" -v tp="$tier_pages" -v l="$lookups" -v h="$hits" -v p="$predicted" \
-            -v dw="$written" -v sk="$skipped" \
-            'BEGIN { m = (l > 0) ? h / l : 0; printf "%s\t%d\t%s\t%d\t%d\t%.4f\t%.4f\t%+.1f\t%d\t%d", w, hot, f, tp, l, m, p, 100 * (p - m), dw, sk }')
+            -v dw="$written" -v sk="$skipped" -v r="$rate" -v sp="$sampled" \
+            'BEGIN { m = (l > 0) ? h / l : 0; printf "%s\t%d\t%s\t%d\t%d\t%.4f\t%.4f\t%+.1f\t%d\t%d\t%s\t%d", w, hot, f, tp, l, m, p, 100 * (p - m), dw, sk, r, sp }')
         printf '%s\n' "$line" >> "$RESULTS/accuracy.tsv"
         printf '%s\t%s\t%s\t%s\n' "$w" "$f" "$overlap" "$stats_json" >> "$RESULTS/stats.tsv"
         say "$line"
