@@ -213,6 +213,19 @@ sub rows_back
 	return ($right == @session, time() - $start);
 }
 
+# Before the device hangs, the tier's writes must be done: a direct write
+# into a part of the file not written before holds the file's inode lock
+# (ext4 converts the extent when it completes), so while it hangs at the
+# device every read of the file waits for that lock in the kernel, short
+# of the device (in CI, on a busy machine, bpext_prewarm's writes were
+# still going when phase 3 hung the device: bpext had 8 reads in its
+# ring, the device 1).
+sub writes_done
+{
+	bpext_wait_for_quiet_worker($node);
+	return;
+}
+
 sub uring_refused
 {
 	return bpext_count_in_log($node, qr/reader helpers cannot use io_uring/) > 0;
@@ -230,6 +243,7 @@ sub in_flight_phase
 	my ($phase, $first) = @_;
 	bpext_evict_shared_buffers($node);
 	warm_up();
+	writes_done();
 	my $before = bpext_stats($node);
 	bpext_device_hang($dev);
 	send_reads($first, 0, 0);
@@ -282,6 +296,7 @@ in_flight_phase(1, 10);
 	});
 	bpext_evict_shared_buffers($node);
 	warm_up();
+	writes_done();
 	my $watch = bpext_watch_d_state($node);
 	bpext_device_hang($dev);
 	my @blocks = read_blocks(20);
