@@ -263,7 +263,9 @@ for my $name (sort keys %min_rounds)
 	  or diag(join("\n", @failures[ 0 .. ($#failures < 9 ? $#failures : 9) ]));
 }
 like($pgb_out, qr/number of transactions actually processed: [1-9]/,
-	'pgbench ran transactions during the storm');
+	'pgbench ran transactions during the storm')
+  or diag('pgbench exited with ' . ($pgbench->result // 'nothing')
+	  . ", its standard error:\n$pgb_err");
 unlike($pgb_err, qr/ERROR|aborted/, 'pgbench saw no error');
 
 my $reads = $storm_stats->{extension_page_reads} - $start_stats->{extension_page_reads};
