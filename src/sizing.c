@@ -93,15 +93,19 @@
  * two Fenwick walks (log2 of twice the entry count, 18 steps at the
  * default 4 MB): a read call takes 678 instructions with every page
  * sampled, 306 with the advisor off (doc/sizing.md), and the limit holds
- * that to bpext.sizing_samples_per_second references a second.  Now and then, with the lock held, the stamps are
- * renumbered (every `capacity` sampled references, linear in the entries)
- * or the threshold is lowered (linear too).  Nothing here allocates,
- * raises an error, or waits for anything but that lock.  The worker's
- * sweep of shared buffers takes each buffer's header spinlock for a tag
- * copy and hashes it: NBuffers a second while the stack changes (none on
- * an idle server), plus each buffer the clock hand passes once, at most
- * 256k buffers a round each, about a millisecond
- * per 100k buffers, off every backend's path.
+ * that to bpext.sizing_samples_per_second references a second.  Now and
+ * then, with the lock held, the stamps are renumbered (every `capacity`
+ * sampled references, linear in the entries) or the threshold is lowered
+ * (linear too).  Nothing here allocates, raises an error, or waits for
+ * anything but that lock.  The worker's sweep of shared buffers takes
+ * each buffer's header spinlock for a tag copy and hashes it: NBuffers a
+ * second while the stack changes (none on an idle server), plus each
+ * buffer the clock hand passes once, at most 256k buffers a round each,
+ * about a millisecond per 100k buffers, off every backend's path.  The
+ * sampled pages it finds count against the limit too: while the hand
+ * moves, the rate is at most about the limit over NBuffers, and the
+ * sample then holds about as many pages as the limit, since shared
+ * buffers alone are that many pages touched.
  *
  * Locking protocol.
  *	- threshold is an atomic, read without a lock by every miss; it is
@@ -135,6 +139,7 @@
 #include "utils/tuplestore.h"
 
 #include "evict_push.h"
+#include "helper_io.h"
 #include "settings.h"
 #include "sizing.h"
 #include "sql_api.h"
@@ -199,7 +204,8 @@ typedef struct SizingShared
 	uint64		sampled_misses;
 	uint64		sampled_writes;
 	uint64		threshold_cuts;
-	TimestampTz budget_start;	/* when the sampled references below began */
+	uint64		budget_start;	/* when the sampled references below began
+								 * (bpext_monotonic_ms) */
 	uint32		budget_used;	/* sampled references since budget_start */
 	double		miss_weight;	/* estimated misses since window_start */
 	double		cold_weight;	/* of which first references */
@@ -294,7 +300,7 @@ sizing_clear(void)
 	for (i = 0; i < SIZING_COUNTER_REGISTERS; i++)
 		pg_atomic_write_u32(&BpextSizingCounter[i], 0);
 	Sizing->window_start = GetCurrentTimestamp();
-	Sizing->budget_start = Sizing->window_start;
+	Sizing->budget_start = bpext_monotonic_ms();
 	pg_atomic_write_u32(&Sizing->threshold.value,
 						rate_threshold(bpext_sizing_sample_rate));
 }
@@ -452,17 +458,17 @@ threshold_cut(void)
  * burst (the first misses after a reset, all of them new pages) does not
  * leave the rate far below what the steady stream allows; a stream far
  * over the limit halves it every limit's worth of references until it
- * fits.  Each reference takes the advisor's lock and walks its tree,
- * about a microsecond: the limit bounds the advisor's cost, and keeps its
- * lock free most of the time, whatever the miss rate.  The clock is read
- * once per limit's worth of references.
+ * fits.  The rate is never raised again in a window: a window's rate is
+ * what its fastest stretch allowed.  Each reference takes the advisor's
+ * lock and walks its tree, about a microsecond: the limit bounds the
+ * advisor's cost, and keeps its lock free most of the time, whatever the
+ * miss rate.  The clock (monotonic) is read once per limit's worth of
+ * references.
  */
 static void
 budget_spend(uint32 n)
 {
-	TimestampTz now;
-	long		secs;
-	int			usecs;
+	uint64		now;
 	double		elapsed;
 	uint32		threshold;
 
@@ -471,16 +477,15 @@ budget_spend(uint32 n)
 	Sizing->budget_used += n;
 	if (Sizing->budget_used < (uint32) bpext_sizing_samples_per_second)
 		return;
-	now = GetCurrentTimestamp();
-	TimestampDifference(Sizing->budget_start, now, &secs, &usecs);
-	elapsed = secs + usecs / 1000000.0;
+	now = bpext_monotonic_ms();
+	elapsed = (now - Sizing->budget_start) / 1000.0;
 	Sizing->budget_start = now;
 	Sizing->budget_used = 0;
 	if (elapsed >= 1.0)
 		return;
 	threshold = pg_atomic_read_u32(&Sizing->threshold.value);
 	if (threshold > 0)
-		threshold_lower((uint32) (threshold * Max(elapsed, 0.5) * 7 / 8));
+		threshold_lower((uint32) (threshold * Max(elapsed * 7 / 8, 0.5)));
 }
 
 static inline bool

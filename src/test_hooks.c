@@ -38,11 +38,13 @@
  *			(tier_io.c)
  *	cut		a drop's walk of the entries it cut, at a slot cut off but
  *			still HASHED (tier_map_index.c, unhash_piece_all)
+ *	writer_start  a writer helper just forked, its signals back to their
+ *			defaults (tier_writer.c); any relation number holds it
  *
  * BPEXT_TEST_NOTE only writes the reached file (for cut_wait: a shrink
- * or a clear is waiting for cut entries, wait_for_cuts).  A held process
- * does not answer signals; the test lets it go before anything waits for
- * it.  These run inside smgr calls and map walks: they raise no error.
+ * or a clear is waiting for cut entries, wait_for_cuts).  A held server
+ * process does not answer signals (a held helper dies of those with a
+ * default action); the test lets it go before anything waits for it.  These run inside smgr calls and map walks: they raise no error.
  *
  * Locking: none of its own; tier_map.c's.
  *

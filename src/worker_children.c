@@ -24,7 +24,7 @@
  * ends, before it returns to user space: so it never acts on anything
  * after that, and what it held is let go as soon as the device lets go.
  *
- * Each also moves to a session of its own before any signal can reach
+ * Each also moves to a session of its own before any signal can act on
  * it, out of the worker's process group, which the postmaster signals as
  * a whole (a fast shutdown's SIGTERM, an immediate one's SIGQUIT): the
  * worker alone decides when a helper ends, and a helper killed by a signal
@@ -108,6 +108,7 @@ worker_child_fork(WorkerChildKind kind)
 	pid_t		child;
 	sigset_t	all;
 	sigset_t	before;
+	int			save_errno;
 	int			i;
 
 	worker_children_reap();
@@ -130,9 +131,9 @@ worker_child_fork(WorkerChildKind kind)
 	 * reached the child meanwhile was meant for the worker, and
 	 * bpext_helper_leave_server drops it.
 	 */
+	fflush(NULL);
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &before);
-	fflush(NULL);
 	child = fork();
 	if (child == 0)
 	{
@@ -149,7 +150,9 @@ worker_child_fork(WorkerChildKind kind)
 			_exit(0);
 		return 0;
 	}
+	save_errno = errno;
 	sigprocmask(SIG_SETMASK, &before, NULL);
+	errno = save_errno;
 	if (child > 0)
 	{
 		children[i].pid = child;

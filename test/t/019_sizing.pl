@@ -333,8 +333,13 @@ my ($rate, $sampled, $seconds) = split /\|/, $node->safe_psql('postgres', q{
 	SELECT sample_rate, sampled_misses, seconds FROM bpext_sizing_window});
 $rate =~ s/^\n//;
 note("part 8: rate $rate, $sampled sampled misses in $seconds s");
-ok($rate < 1 || $sampled <= $limit * ($seconds + 1),
-	"the limit holds: rate $rate, $sampled sampled misses in $seconds s");
+SKIP:
+{
+	# So slow that even a build without the limit would keep within it.
+	skip "the passes took $seconds s: too slow to tell", 1 if $seconds > 10;
+	ok($rate < 1 || $sampled <= $limit * ($seconds + 1),
+		"the limit holds: rate $rate, $sampled sampled misses in $seconds s");
+}
 cmp_ok($sampled, '>=', $limit / 2,
 	'every page was sampled until the references reached the limit');
 
