@@ -55,13 +55,24 @@ for my $t (sort keys %rows)
 }
 # Written and checkpointed first, so that nothing is written to the data
 # files (and dual-written to the tier) from here on; then an empty tier
-# and the counters at zero.
+# and the counters at zero.  The worker must be done with what the
+# VACUUMs gave it first: in CI on 15, under load, 61 pages reached the
+# tier after the drop.  If some still do, the drop is repeated: an empty
+# tier is this test's starting point, not what it tests.
 $node->safe_psql('postgres', q{
-	VACUUM a; VACUUM b; VACUUM c; VACUUM d; VACUUM e; CHECKPOINT;
-	SELECT bpext_drop_clean_buffers(); SELECT bpext_stats_reset()});
-is( $node->safe_psql('postgres',
-		'SELECT extension_allocated_pages, extension_page_evictions FROM bpext_stats'),
-	'0|0', 'the tier is empty, no eviction counted');
+	VACUUM a; VACUUM b; VACUUM c; VACUUM d; VACUUM e; CHECKPOINT});
+my $start;
+for my $try (1 .. 5)
+{
+	bpext_wait_for_quiet_worker($node);
+	$node->safe_psql('postgres',
+		'SELECT bpext_drop_clean_buffers(); SELECT bpext_stats_reset()');
+	$start = $node->safe_psql('postgres',
+		'SELECT extension_allocated_pages, extension_page_evictions FROM bpext_stats');
+	last if $start eq '0|0';
+	note("after drop $try the tier holds pages again: $start");
+}
+is($start, '0|0', 'the tier is empty, no eviction counted');
 
 my %pages;
 $pages{$_} = $node->safe_psql('postgres',
