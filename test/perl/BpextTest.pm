@@ -58,6 +58,7 @@ use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(
   bpext_needs_contrib
+  bpext_wait_until
   bpext_init_node
   bpext_init_standby
   bpext_setup
@@ -734,6 +735,27 @@ sub bpext_worker_pid
 	}
 	closedir $dh;
 	return undef;
+}
+
+=pod
+
+=item bpext_wait_until(cond)
+
+Poll cond() every 20 ms until it is true (returns 1), or the default
+timeout passes (returns 0).
+
+=cut
+
+sub bpext_wait_until
+{
+	my ($cond) = @_;
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (time() < $deadline)
+	{
+		return 1 if $cond->();
+		Time::HiRes::usleep(20_000);
+	}
+	return 0;
 }
 
 =pod

@@ -80,19 +80,6 @@ sub release
 	return;
 }
 
-# Wait until cond() is true; false after the default timeout.
-sub wait_until
-{
-	my ($cond) = @_;
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	while (time() < $deadline)
-	{
-		return 1 if $cond->();
-		usleep(20_000);
-	}
-	return 0;
-}
-
 sub reached
 {
 	my ($point) = @_;
@@ -141,12 +128,12 @@ my $reader = background(q{
 	WITH r AS MATERIALIZED (SELECT bpext_test_read_block('t', 0) AS page)
 	SELECT position(convert_to('written-after-the-cut', 'SQL_ASCII') IN page) > 0
 	  FROM r}, \$r_out, \$r_err);
-ok(wait_until(sub { reached('read') }),
+ok(bpext_wait_until(sub { reached('read') }),
 	'the read has pinned and read the slot of t, and is held');
 
 hold('cut', 't');
 my $drop = background('SELECT bpext_drop_clean_buffers()', \$d_out, \$d_err);
-ok(wait_until(sub { reached('cut') }),
+ok(bpext_wait_until(sub { reached('cut') }),
 	"a drop has cut the slot's chain and is held before unhashing it");
 
 # Through shared buffers: the lookup misses (the chain is cut), and the
@@ -174,7 +161,7 @@ cmp_ok($f_in_tier, '>', $new_slots,
 hold('cut', 'f', $new_slots);
 ($d_out, $d_err) = ('', '');
 $drop = background('SELECT bpext_drop_clean_buffers()', \$d_out, \$d_err);
-ok(wait_until(sub { reached('cut') }),
+ok(bpext_wait_until(sub { reached('cut') }),
 	'a drop has cut the chain of a slot of f past the new end and is held');
 my $held_slot = slurp_file("$data/bpext_test_reached.cut");
 chomp $held_slot;
@@ -183,7 +170,7 @@ cmp_ok($held_slot, '>=', $new_slots, "the slot held, $held_slot, is past the new
 unlink("$data/bpext_test_reached.cut_wait");
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET bpext.size = '8MB'; SELECT pg_reload_conf()");
-ok(wait_until(sub { reached('cut_wait') || size_kb() == 8192 }),
+ok(bpext_wait_until(sub { reached('cut_wait') || size_kb() == 8192 }),
 	'the shrink waits, or is over');
 ok(reached('cut_wait'), 'the shrink waits for the cut chains');
 is(size_kb(), 16384, 'the shrink is not over while the drop is held');
@@ -191,7 +178,7 @@ is(size_kb(), 16384, 'the shrink is not over while the drop is held');
 release('cut');
 $drop->finish;
 is($d_err, '', 'the drop ended without an error');
-ok(wait_until(sub { size_kb() == 8192 }), 'the shrink is over once the drop is');
+ok(bpext_wait_until(sub { size_kb() == 8192 }), 'the shrink is over once the drop is');
 is( $node->safe_psql('postgres',
 		'SELECT extension_free_pages + extension_allocated_pages FROM bpext_stats'),
 	$new_slots, 'after the shrink, allocated + free pages = the new size');
@@ -202,13 +189,13 @@ cmp_ok(in_tier('f'), '>', 0, 'f is in the tier again');
 hold('cut', 'f');
 ($d_out, $d_err) = ('', '');
 $drop = background('SELECT bpext_drop_clean_buffers()', \$d_out, \$d_err);
-ok(wait_until(sub { reached('cut') }),
+ok(bpext_wait_until(sub { reached('cut') }),
 	'a drop has cut the chain of a slot of f and is held');
 
 unlink("$data/bpext_test_reached.cut_wait");
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET bpext.size = 0; SELECT pg_reload_conf()");
-ok( wait_until(
+ok( bpext_wait_until(
 		sub { reached('cut_wait') || bpext_config($node)->{state} == 0 }),
 	'the disable waits, or is over');
 ok(reached('cut_wait'), 'the disable waits for the cut chains');
@@ -263,7 +250,7 @@ $drop = IPC::Run::start(
 	  '-c', 'SELECT bpext_drop_clean_buffers()',
 	  '-c', 'SELECT pg_sleep(600)' ],
 	'>', \$d_out, '2>', \$d_err);
-ok(wait_until(sub { reached('cut') }), 'a drop of f is held in its walk');
+ok(bpext_wait_until(sub { reached('cut') }), 'a drop of f is held in its walk');
 sleep 4;    # the worker's directory rounds come once a second
 is(chunk_ids(), $ids, 'while the drop is held the worker writes no chunk');
 my $drop_pid = $node->safe_psql('postgres', q{
@@ -272,7 +259,7 @@ my $drop_pid = $node->safe_psql('postgres', q{
 like($drop_pid, qr/^\d+$/, 'the held drop is found');
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($drop_pid)");
 release('cut');
-ok( wait_until(
+ok( bpext_wait_until(
 		sub {
 			$drop->pump_nb;
 			$d_err =~ /canceling statement due to user request/;
@@ -280,7 +267,7 @@ ok( wait_until(
 	'the drop is cancelled once let go');
 cmp_ok(bpext_config($node)->{allocated_pages}, '>', 0,
 	'the cancelled drop left pages in the tier');
-ok(wait_until(sub { chunk_ids() ne $ids }),
+ok(bpext_wait_until(sub { chunk_ids() ne $ids }),
 	'after the cancelled drop, its session still open, the worker writes '
 	  . 'the chunks that still hold pages, under the new id');
 $node->safe_psql('postgres', "SELECT pg_cancel_backend($drop_pid)");

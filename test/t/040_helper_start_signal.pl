@@ -49,19 +49,6 @@ my $data = $node->data_dir;
 my $reached = "$data/bpext_test_reached.writer_start";
 my $held = "$data/bpext_test_held.writer_start";
 
-# Wait until cond() is true; false after the default timeout.
-sub wait_until
-{
-	my ($cond) = @_;
-	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-	while (time() < $deadline)
-	{
-		return 1 if $cond->();
-		usleep(20_000);
-	}
-	return 0;
-}
-
 # Hold the first writer helper of the next start (any relation number
 # turns a hold on; a helper has no relation).
 $node->append_conf('postgresql.conf', "bpext.test_holds = on\n");
@@ -71,7 +58,7 @@ close($fh) or die $!;
 
 my $offset = -s $node->logfile;
 $node->start;
-ok(wait_until(sub { -e $reached }),
+ok(bpext_wait_until(sub { -e $reached }),
 	'the worker has forked a writer helper, held as it starts');
 my $postmaster = $node->{_pid};
 
@@ -79,7 +66,7 @@ my $postmaster = $node->{_pid};
 # time to land before the helper goes on.
 PostgreSQL::Test::Utils::system_or_bail('pg_ctl', '--pgdata', $data,
 	'--mode', 'fast', '--no-wait', 'stop');
-ok( wait_until(
+ok( bpext_wait_until(
 		sub {
 			slurp_file($node->logfile, $offset) =~
 			  /received fast shutdown request/;
@@ -88,7 +75,7 @@ ok( wait_until(
 sleep(1);
 unlink($held) or die "nothing was held at writer_start: $!";
 
-ok(wait_until(sub { !kill(0, $postmaster) }), 'the server stopped');
+ok(bpext_wait_until(sub { !kill(0, $postmaster) }), 'the server stopped');
 $node->_update_pid(0);
 
 my $log = slurp_file($node->logfile, $offset);
