@@ -6,7 +6,11 @@
 # compares the tier's measured hit ratio (bpext_stats: hits over lookups,
 # the shared-buffer misses it served) with the advisor's estimate for the
 # same size over the same window (the row of bpext_sizing for the current
-# tier), and the whole predicted curve is kept for the plot.  Every run
+# tier), and the whole predicted curve is kept for the plot; beside them,
+# the share of the pages leaving shared buffers that the bpext worker
+# failed to push (missed_pushes over pages_pushed plus missed_pushes),
+# which moves the tier's hit ratio and which the model does not know
+# (doc/sizing.md, Accuracy).  Every run
 # starts from a fresh copy of one pgbench dataset.  Adaptive admission is
 # off: the dataset is in the page cache, where the tier pauses admission
 # after a few seconds by design, and the curve is that of a tier that
@@ -168,7 +172,7 @@ run_workload() {
     echo >> "$LOG"
 }
 
-printf 'workload\thot_set_pages\tfraction\ttier_pages\tmisses\tmeasured\tpredicted\tdifference_points\tdual_written\tadmission_skips\tsample_rate\tsampled_pages\n' > "$RESULTS/accuracy.tsv"
+printf 'workload\thot_set_pages\tfraction\ttier_pages\tmisses\tmeasured\tpredicted\tdifference_points\tdual_written\tadmission_skips\tsample_rate\tsampled_pages\tmissed_push_share\n' > "$RESULTS/accuracy.tsv"
 printf 'workload\tfraction\ttier_pages_run\tcurve_tier_pages\tpredicted\n' > "$RESULTS/curves.tsv"
 say "sizing accuracy: PostgreSQL $MAJOR, scale $SCALE, shared_buffers ${SHARED_BUFFERS}MB, $CLIENTS clients, ${DURATION}s per run, sample rate $SAMPLE_RATE, at most $SAMPLES_PER_SECOND sampled references a second, skew $SKEW"
 for w in ${WORKLOADS//,/ }; do
@@ -183,10 +187,11 @@ for w in ${WORKLOADS//,/ }; do
         start_run "$tier_mb"
         run_workload "$w"
         # The advisor's own row for the current tier (bpext_sizing has one).
-        IFS=$'\t' read -r tier_pages predicted lookups hits written skipped rate sampled stats_json < <(psql_at -F $'\t' -c "
+        IFS=$'\t' read -r tier_pages predicted lookups hits written skipped rate sampled pushed missed stats_json < <(psql_at -F $'\t' -c "
             SELECT z.tier_pages, z.hit_ratio, s.lookups, s.hits,
                    s.pages_dual_written, s.admission_skips,
                    round(w.sample_rate::numeric, 4), w.sampled_pages,
+                   s.pages_pushed, s.missed_pushes,
                    row_to_json(s)
               FROM bpext_configuration c, bpext_stats s, bpext_sizing z,
                    bpext_sizing_window w
@@ -203,8 +208,8 @@ for w in ${WORKLOADS//,/ }; do
                   FROM bpext_buffer_descriptors WHERE is_in_bpool_extension) x")
         stop_run
         line=$(awk -v w="$w" -v hot="$hot" -v f="$f" -v tp="$tier_pages" -v l="$lookups" -v h="$hits" -v p="$predicted" \
-            -v dw="$written" -v sk="$skipped" -v r="$rate" -v sp="$sampled" \
-            'BEGIN { m = (l > 0) ? h / l : 0; printf "%s\t%d\t%s\t%d\t%d\t%.4f\t%.4f\t%+.1f\t%d\t%d\t%s\t%d", w, hot, f, tp, l, m, p, 100 * (p - m), dw, sk, r, sp }')
+            -v dw="$written" -v sk="$skipped" -v r="$rate" -v sp="$sampled" -v pu="$pushed" -v mi="$missed" \
+            'BEGIN { m = (l > 0) ? h / l : 0; ms = (pu + mi > 0) ? mi / (pu + mi) : 0; printf "%s\t%d\t%s\t%d\t%d\t%.4f\t%.4f\t%+.1f\t%d\t%d\t%s\t%d\t%.2f", w, hot, f, tp, l, m, p, 100 * (p - m), dw, sk, r, sp, ms }')
         printf '%s\n' "$line" >> "$RESULTS/accuracy.tsv"
         printf '%s\t%s\t%s\t%s\n' "$w" "$f" "$overlap" "$stats_json" >> "$RESULTS/stats.tsv"
         say "$line"

@@ -25,20 +25,21 @@ def main():
     curves = read_tsv(os.path.join(results, "curves.tsv"))
 
     lines = [
-        "| workload | hot set (pages) | tier (share of hot set) | tier pages | misses | measured | predicted | difference (points) | dual-written | admission skips (a full store queue or index group) | sample rate at the end | sampled pages |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | hot set (pages) | tier (share of hot set) | tier pages | misses | measured | predicted | difference (points) | dual-written | admission skips (a full store queue or index group) | sample rate at the end | sampled pages | pushes missed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     worst = 0.0
     for row in accuracy:
         diff = float(row["difference_points"])
         worst = max(worst, abs(diff))
         lines.append(
-            "| {w} | {hot:,} | {f} | {tp:,} | {m:,} | {meas:.3f} | {pred:.3f} | {d:+.1f} | {dw:,} | {sk:,} | {r} | {sp:,} |".format(
+            "| {w} | {hot:,} | {f} | {tp:,} | {m:,} | {meas:.3f} | {pred:.3f} | {d:+.1f} | {dw:,} | {sk:,} | {r} | {sp:,} | {ms} |".format(
                 w=row["workload"], hot=int(row["hot_set_pages"]), f=row["fraction"],
                 tp=int(row["tier_pages"]), m=int(row["misses"]),
                 meas=float(row["measured"]), pred=float(row["predicted"]), d=diff,
                 dw=int(row["dual_written"]), sk=int(row["admission_skips"]),
-                r=row.get("sample_rate", ""), sp=int(row.get("sampled_pages") or 0)))
+                r=row.get("sample_rate", ""), sp=int(row.get("sampled_pages") or 0),
+                ms=row.get("missed_push_share", "")))
     lines.append("")
     lines.append(f"Largest difference: {worst:.1f} points.")
     with open(os.path.join(results, "accuracy.md"), "w") as f:
