@@ -168,8 +168,15 @@ SELECT bool_and(hit_ratio >= prev_ratio) AS monotone,
                lag(hit_ratio, 1, 0.0) OVER w AS prev_ratio,
                lag(tier_pages, 1, 0::bigint) OVER w AS prev_pages
           FROM bpext_sizing WINDOW w AS (ORDER BY tier_pages)) s;
+-- A new window starts at the default rate (1).  The bpext worker's pass
+-- over shared buffers counts against bpext.sizing_samples_per_second, so
+-- on a server with more buffers than that (installcheck) the rate may be
+-- cut before this looks.
 SELECT bpext_sizing_reset();
-SELECT seconds < 60 AS new_window, sample_rate = 1 AS default_rate,
+SELECT seconds < 60 AS new_window,
+       sample_rate = 1 OR
+       (SELECT setting::bigint FROM pg_settings WHERE name = 'shared_buffers') >
+       current_setting('bpext.sizing_samples_per_second')::bigint AS default_rate,
        sample_capacity > 50000 AS four_mb_budget
   FROM bpext_sizing_window;
 
