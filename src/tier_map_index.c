@@ -567,8 +567,8 @@ tier_map_pin_still_valid(uint32 slot, uint32 chain_cuts)
 }
 
 /*
- * Is a current copy of the page in the tier?  (No pin taken.)  With
- * note_use, one more usage count for it, as a hit gives (up to
+ * Find a current copy of the page in the tier (no pin taken) and, with
+ * note_use, give it one more usage count, as a hit does (up to
  * SLOT_USAGE_MAX; the refcount is left alone).
  */
 static bool
@@ -607,6 +607,7 @@ find_current(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
 	return found;
 }
 
+/* Is a current copy of the page in the tier?  (No pin taken.) */
 bool
 tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 				  BlockNumber block)
