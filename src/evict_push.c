@@ -9,9 +9,9 @@
  * allocation counter so the bgwriter's pacing is not disturbed) and looks
  * at the buffers just ahead of it.  Those that are valid, clean, unpinned
  * and at usage count 0 are the next victims.  One the tier already holds
- * gets a usage count there, as a hit would (it has been in use since the
- * tier served it: tier_map_note_departure).  For each one not already in
- * the tier:
+ * gets a usage count there, as a hit would (it has been in shared
+ * buffers since the tier served or stored it: tier_map_note_departure).
+ * For each one not already in the tier:
  *
  *	1. note its tag under the buffer header spinlock;
  *	2. pin it with ReadRecentBuffer, which re-checks the tag, never does

@@ -3,13 +3,13 @@
 # A page the tier holds that leaves shared buffers again gets a usage
 # count in the tier, as a hit does (tier_map_note_departure, called by
 # the push for each clean victim ahead of the clock hand):
-#  1. a table stored whole by bpext_prewarm, none of it in shared buffers;
+#  1. a table stored whole by bpext_prewarm into an empty tier;
 #  2. 200 of its pages at usage 1 read once by TID: tier hits, usage 2;
-#  3. shared buffers turned over slowly (so that the worker sees the
-#     pages before they go): those that left while the worker looked are
+#  3. shared buffers turned over slowly (so that the worker finds the
+#     pages among the next victims before they go): those it found are
 #     at 3; the pages neither read nor in shared buffers kept their
-#     counts (a departure, not the push's look at shared buffers, is what
-#     counts), and no count passes the tier's maximum, 3.
+#     counts (only a page the push finds among the victims gets one),
+#     and no count passes the tier's maximum, 3.
 # The tier is far from full, so its CLOCK hand never wears a count down.
 # Against the push that only asks whether the tier holds the page, no
 # page gets past 2.
@@ -39,13 +39,17 @@ $node->safe_psql('postgres', q{
 my $pages = $node->safe_psql('postgres', q{SELECT pg_relation_size('t') / 8192});
 cmp_ok($pages, '>=', 1900, "t has $pages pages");
 
-$node->safe_psql('postgres', q{SELECT bpext_prewarm('t')});
+# Most of t is in shared buffers after the INSERT: turn them over first,
+# then empty the tier and store t whole, so that every page of t is in
+# the tier at usage 1 and (but for a few that stayed) not in shared
+# buffers.
 bpext_evict_shared_buffers($node);
 bpext_wait_for_quiet_worker($node);
+$node->safe_psql('postgres', q{SELECT bpext_drop_clean_buffers()});
+$node->safe_psql('postgres', q{SELECT bpext_prewarm('t')});
+bpext_wait_for_quiet_worker($node);
 
-# The tier's usage count of each page of t it holds.  (Pages of t that
-# were in shared buffers when bpext_prewarm stored them have left them
-# since, and got their count already: those are not chosen below.)
+# The tier's usage count of each page of t it holds.
 sub tier_usage
 {
 	my %usage = map { split /\|/ } split /\n/, $node->safe_psql('postgres', q{
@@ -61,16 +65,19 @@ my %in_shared = map { $_ => 1 } split /\n/, $node->safe_psql('postgres', q{
 	 WHERE NOT is_in_bpool_extension AND relforknumber = 0
 	   AND relfilenode = pg_relation_filenode('t')});
 
-my @chosen = (grep { $before->{$_} == 1 && !$in_shared{$_} }
-	  sort { $a <=> $b } keys %$before)[0 .. 199];
-ok(defined $chosen[199],
-	'200 pages of t are at usage 1 in the tier and not in shared buffers');
+my @candidates = grep { $before->{$_} == 1 && !$in_shared{$_} }
+  sort { $a <=> $b } keys %$before;
+cmp_ok(scalar(@candidates), '>=', 200,
+	'200 pages of t are at usage 1 in the tier and not in shared buffers')
+  or die 'fewer than 200 pages of t to read';
+my @chosen = @candidates[0 .. 199];
 my %chosen = map { $_ => 1 } @chosen;
 my $tids = join ',', map { "'($_,1)'" } @chosen;
 
 my $hits = bpext_stat($node, 'hits');
-is($node->safe_psql('postgres',
-	"SELECT count(*) FROM t WHERE ctid = ANY (ARRAY[$tids]::tid[])"),
+is($node->safe_psql('postgres', qq{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM t WHERE ctid = ANY (ARRAY[$tids]::tid[])}),
 	200, 'the 200 pages read by TID');
 cmp_ok(bpext_stat($node, 'hits') - $hits, '>=', 200, 'they were tier hits');
 my $after_hit = tier_usage();
