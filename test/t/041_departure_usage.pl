@@ -25,6 +25,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# bpext_evict_shared_buffers reads through pg_prewarm.
+bpext_needs_contrib('pg_prewarm');
+
 my $node = bpext_init_node('main', tier_size => '256MB');
 $node->start;
 bpext_setup($node);
