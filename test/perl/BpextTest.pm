@@ -75,6 +75,7 @@ our @EXPORT = qw(
   bpext_admit_by_reading
   bpext_count_in_log
   bpext_worker_pid
+  bpext_stop_worker
   bpext_worker_written
   bpext_wait_for_quiet_worker
   bpext_file_md5
@@ -735,6 +736,71 @@ sub bpext_worker_pid
 	}
 	closedir $dh;
 	return undef;
+}
+
+=pod
+
+=item bpext_stop_worker(node)
+
+Stop the node's bpext worker (SIGSTOP) where it holds nothing sessions
+need, and return its pid (SIGCONT it when done).  A process stopped at an
+arbitrary instruction may hold a tier-map partition lock, a buffer pin or
+a content lock, and every session wanting it then waits, on an LWLock
+that no statement_timeout interrupts.  No hung device does that: the
+worker holds no lock across its waits, which is what the tests that stop
+it mean to leave it in.  So the worker is stopped, and /proc/PID/syscall
+says where: in epoll (the latch wait of its main loop, or any other wait
+on its latch), it stays stopped; anywhere else it is continued and
+stopped again 10 ms later.  Dies if that never finds it waiting within
+the default timeout.  Where /proc/PID/syscall cannot be read (Yama's
+ptrace_scope), the worker stays stopped where the first SIGSTOP found it.
+
+=cut
+
+sub bpext_stop_worker
+{
+	my ($node) = @_;
+	my $worker = bpext_worker_pid($node) or croak 'the bpext worker is not running';
+	# The system call numbers of this architecture's epoll waits.  h2ph's
+	# syscall.ph defines them in the package that first requires it.
+	require 'syscall.ph';    ## no critic (RequireBarewordIncludes)
+	my %epoll;
+	{
+		no strict 'refs';    ## no critic (ProhibitNoStrict)
+		for my $sub (map { (__PACKAGE__ . "::SYS_$_", "main::SYS_$_") }
+			qw(epoll_wait epoll_pwait epoll_pwait2))
+		{
+			$epoll{ &$sub() } = 1 if defined &$sub;
+		}
+	}
+	croak 'syscall.ph names no epoll system call' unless %epoll;
+	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (time() < $deadline)
+	{
+		kill('STOP', $worker) or croak "could not stop the bpext worker: $!";
+		# The stop is asynchronous: wait until the worker is stopped ("T").
+		my $stopped = 0;
+		for (1 .. 500)
+		{
+			my $stat = slurp_file("/proc/$worker/stat");
+			$stopped = $stat =~ /^\d+ \(.*\) T /;
+			last if $stopped;
+			usleep(1_000);
+		}
+		# Unreadable under Yama's ptrace_scope 1 and above: then the worker
+		# stays stopped wherever it is, as these tests used to stop it.
+		my $syscall = eval { slurp_file("/proc/$worker/syscall") };
+		if (!defined $syscall)
+		{
+			note("cannot tell where the bpext worker stopped: $@");
+			return $worker;
+		}
+		my ($nr) = split / /, $syscall;
+		return $worker if $stopped && $epoll{$nr};
+		kill('CONT', $worker);
+		usleep(10_000);
+	}
+	croak 'the bpext worker was never found waiting on its latch';
 }
 
 =pod

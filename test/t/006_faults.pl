@@ -148,8 +148,8 @@ bpext_fill_and_read($node, 'enabled after disable', $nrows);
 # --- replace the tier file with another file -------------------------------
 # The worker notices within a second.  Meanwhile, and after, nothing may be
 # written into the file that took the tier file's place.  To be inside
-# that window deterministically, the worker is stopped (SIGSTOP) while a
-# new session reads with read admission (every miss is stored in the
+# that window deterministically, the worker is stopped (SIGSTOP, in its
+# latch wait: bpext_stop_worker) while a new session reads with read admission (every miss is stored in the
 # tier).  The tier is emptied first and the worker's pushes are slowed
 # down, so that the session's reads all miss and none is served from the
 # foreign file (where a checksum mismatch would stop the tier first).
@@ -172,7 +172,7 @@ my $worker = bpext_worker_pid($node);
 ok($worker, "the bpext worker runs (pid $worker)");
 $offset = -s $node->logfile;
 my $writes_before = bpext_stat($node, 'extension_page_writes');
-kill('STOP', $worker);
+bpext_stop_worker($node);
 my $ok = eval {
 	rename($foreign, $path) or die "rename: $!";
 	# A new session opens the tier file by its path.

@@ -63,7 +63,7 @@ my $old_node = $node->safe_psql('postgres',
 	q{SELECT pg_relation_filenode('big')});
 my $worker = bpext_worker_pid($node);
 ok($worker, 'the bpext worker is running');
-kill 'STOP', $worker;
+bpext_stop_worker($node);
 $node->safe_psql('postgres', q{TRUNCATE big});
 my ($allocated, $listed, $old_rows, $summary_old) = split /\|/,
   $node->safe_psql('postgres', qq{

@@ -190,7 +190,9 @@ bpext_fill_and_read($node, 'baseline', $nrows, $ver);
 # the session reads the block from its data file.  With the worker running
 # and with it stopped (the session notices on its own).  The tier is then
 # enabled again while the helper's read may still be under way on the old
-# file, which must not switch the new one off.
+# file, which must not switch the new one off.  The worker is stopped in
+# its latch wait (bpext_stop_worker): stopped mid-round, it could hold a
+# tier-map lock that the sessions would then queue on.
 #
 # The other session reads another table, and the stuck one has its plan
 # ready: a session that wants the very page being read waits for that read
@@ -215,7 +217,7 @@ sub hung_read
 	ok($worker, "$name: the bpext worker runs");
 
 	bpext_fault($node, 'read_sleep', 1, 10000);
-	kill('STOP', $worker) if $stop_worker;
+	bpext_stop_worker($node) if $stop_worker;
 	$stuck->query_until(qr/reading/, "\\echo reading\nEXECUTE q;\n");
 	ok(bpext_wait_for_fault_pid($node, 'read_sleep', $stuck_pid),
 		"$name: a session is stuck in a tier read");
@@ -531,7 +533,7 @@ sub finish_hammers
 	ok($worker, "$name: the bpext worker runs");
 	my $offset = -s $node->logfile;
 	my $crc_before = bpext_stat($node, 'crc_failures');
-	kill('STOP', $worker);
+	bpext_stop_worker($node);
 	my $ok = eval {
 		# Change every page of t; the checkpoint dual-writes the new images
 		# into slots of the real file, whose stale copy holds older pages.
