@@ -8,8 +8,10 @@
  * does: it reads the clock hand (StrategySyncStart, passing NULL for the
  * allocation counter so the bgwriter's pacing is not disturbed) and looks
  * at the buffers just ahead of it.  Those that are valid, clean, unpinned
- * and at usage count 0 are the next victims.  For each one not already in
- * the tier:
+ * and at usage count 0 are the next victims.  One the tier already holds
+ * gets a usage count there, as a hit would (it has been in shared
+ * buffers since the tier served or stored it: tier_map_note_departure).
+ * For each one not already in the tier:
  *
  *	1. note its tag under the buffer header spinlock;
  *	2. pin it with ReadRecentBuffer, which re-checks the tag, never does
@@ -429,8 +431,8 @@ bpext_push_round(void)
 		const BufferTag *tag = &candidates[i].tag;
 		BpextRelFile rfile = BPEXT_BUFTAG_RELFILE(*tag);
 
-		if (tier_map_contains(&rfile, BPEXT_BUFTAG_FORK(*tag),
-							  BPEXT_BUFTAG_BLOCK(*tag)))
+		if (tier_map_note_departure(&rfile, BPEXT_BUFTAG_FORK(*tag),
+									BPEXT_BUFTAG_BLOCK(*tag)))
 			continue;
 		if (copy_candidate(&candidates[i]) &&
 			push_batch->npages == push_batch->capacity)

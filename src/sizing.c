@@ -75,11 +75,14 @@
  *	  page written by the backend that evicts it, under invalidate, is not
  *	  in the tier afterwards but counts as in it here.
  *	- Replacement: the tier's CLOCK with usage counts (tier_map_slots.c
- *	  tier_map_alloc_slot: bumped by hits, up to 3) approximates LRU, as
- *	  PostgreSQL's own clock sweep does; the stack distance is the LRU
- *	  answer.  The usage counts keep pages served more than once a little
- *	  longer than LRU would: on the bench's workloads the tier serves 1 to
- *	  1.5 points more than with one bit (doc/sizing.md, Accuracy).
+ *	  tier_map_alloc_slot: one at entry, one more for each hit and each
+ *	  time the push finds the page among the next victims of shared
+ *	  buffers, up to 3) approximates LRU, as PostgreSQL's own clock sweep
+ *	  does; the stack distance is the LRU answer.  Simulated on pgbench's
+ *	  select-only and skewed transactions, that CLOCK serves about a point
+ *	  more than LRU at a quarter of the hot set, and more where pushes
+ *	  are missed (test/bench/tier_policy_sim.py; doc/sizing.md,
+ *	  Accuracy): the curve is that much low at small tiers.
  *	- Not modelled: pages read through ring strategies (big sequential
  *	  scans, VACUUM) never meet the clock hand and are not pushed under
  *	  admission = evict, but count here as admitted; pages of dropped or

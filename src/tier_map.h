@@ -49,6 +49,8 @@ extern bool tier_map_pin_still_valid(uint32 slot, uint32 chain_cuts);
 extern void tier_map_unpin(uint32 slot);
 extern bool tier_map_contains(const BpextRelFile *rfile, ForkNumber fork,
 							  BlockNumber block);
+extern bool tier_map_note_departure(const BpextRelFile *rfile,
+									ForkNumber fork, BlockNumber block);
 extern void tier_map_prefetch_run(const BpextRelFile *rfile, ForkNumber fork,
 								  BlockNumber first, BlockNumber nblocks);
 

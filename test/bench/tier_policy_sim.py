@@ -7,9 +7,10 @@
 
 The sizing advisor (src/sizing.c) models the tier as LRU fed with every
 page that leaves shared buffers.  The tier is CLOCK (a page enters at
-usage count 1, each hit adds one up to 3, a page it already holds is not
-pushed again: tier_map_alloc_slot, evict_push.c), and the bpext worker
-does not push every page that leaves (bpext_stats.missed_pushes).  This
+usage count 1, each hit adds one up to 3, and so does leaving shared
+buffers again for a page it holds: tier_map_alloc_slot, evict_push.c),
+and the bpext worker does not push every page that leaves
+(bpext_stats.missed_pushes).  This
 simulates pgbench's select-only transaction (or the bench's skewed one:
 the same query, its aid drawn as pgbench's random_exponential) on
 PostgreSQL's buffer replacement (a clock sweep, usage counts up to 5,
@@ -77,10 +78,10 @@ class ClockSweep:
 
 
 class ClockTier:
-    """bpext's tier before 1.6: a hit adds usage; a page it holds is not
-    pushed again, and its usage is left as it is."""
+    """bpext's tier before 1f4f42c: a hit adds usage; a page it holds is
+    not pushed again, and its usage is left as it is."""
 
-    name = "CLOCK, a push of a page held does nothing (the tier)"
+    name = "CLOCK, a push of a page held does nothing"
 
     def __init__(self, size):
         self.clock = ClockSweep(size, TIER_USAGE_MAX)
@@ -94,11 +95,10 @@ class ClockTier:
 
 
 class ClockTierRepush(ClockTier):
-    """A proposed change (1f4f42c, reverted until 102 and 105 are
-    understood): a page the tier holds leaving shared buffers again adds
-    usage, as a hit does."""
+    """bpext's tier: a page it holds leaving shared buffers again adds
+    usage, as a hit does (evict_push.c, tier_map_note_departure)."""
 
-    name = "CLOCK, a push of a page held adds usage (proposed)"
+    name = "CLOCK, a push of a page held adds usage (the tier)"
 
     def push(self, page):
         if not self.clock.touch(page):
