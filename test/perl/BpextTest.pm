@@ -708,8 +708,7 @@ sub bpext_count_in_log
 =item bpext_worker_pid(node)
 
 The pid of the node's bpext worker (a child of its postmaster whose
-process title names it), or undef.  The worker has no database
-connection, so pg_stat_activity does not list it.
+process title names it), or undef.
 
 =cut
 
@@ -748,12 +747,13 @@ arbitrary instruction may hold a tier-map partition lock, a buffer pin or
 a content lock, and every session wanting it then waits, on an LWLock
 that no statement_timeout interrupts.  No hung device does that: the
 worker holds no lock across its waits, which is what the tests that stop
-it mean to leave it in.  So the worker is stopped, and /proc/PID/syscall
-says where: in epoll (the latch wait of its main loop, or any other wait
-on its latch), it stays stopped; anywhere else it is continued and
-stopped again 10 ms later.  Dies if that never finds it waiting within
-the default timeout.  Where /proc/PID/syscall cannot be read (Yama's
-ptrace_scope), the worker stays stopped where the first SIGSTOP found it.
+it mean to leave it in.  So the worker is stopped, and its wait event in
+pg_stat_activity says where: in the latch wait of its main loop
+(BpextWorkerMain from PostgreSQL 17 on; on 15 and 16 every bpext wait
+shows as Extension, and the worker's others, for a helper or a scan
+worker, hold no lock either), it stays stopped; anywhere else it is
+continued and stopped again 10 ms later.  Dies if that never finds it
+waiting within the default timeout.
 
 =cut
 
@@ -761,19 +761,7 @@ sub bpext_stop_worker
 {
 	my ($node) = @_;
 	my $worker = bpext_worker_pid($node) or croak 'the bpext worker is not running';
-	# The system call numbers of this architecture's epoll waits.  h2ph's
-	# syscall.ph defines them in the package that first requires it.
-	require 'syscall.ph';    ## no critic (RequireBarewordIncludes)
-	my %epoll;
-	{
-		no strict 'refs';    ## no critic (ProhibitNoStrict)
-		for my $sub (map { (__PACKAGE__ . "::SYS_$_", "main::SYS_$_") }
-			qw(epoll_wait epoll_pwait epoll_pwait2))
-		{
-			$epoll{ &$sub() } = 1 if defined &$sub;
-		}
-	}
-	croak 'syscall.ph names no epoll system call' unless %epoll;
+	my $resting = $node->pg_version >= 17 ? 'Extension|BpextWorkerMain' : 'Extension|Extension';
 	my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
 	while (time() < $deadline)
 	{
@@ -782,21 +770,15 @@ sub bpext_stop_worker
 		my $stopped = 0;
 		for (1 .. 500)
 		{
-			my $stat = slurp_file("/proc/$worker/stat");
-			$stopped = $stat =~ /^\d+ \(.*\) T /;
+			$stopped = (slurp_file("/proc/$worker/stat") =~ /^\d+ \(.*\) T /);
 			last if $stopped;
 			usleep(1_000);
 		}
-		# Unreadable under Yama's ptrace_scope 1 and above: then the worker
-		# stays stopped wherever it is, as these tests used to stop it.
-		my $syscall = eval { slurp_file("/proc/$worker/syscall") };
-		if (!defined $syscall)
-		{
-			note("cannot tell where the bpext worker stopped: $@");
-			return $worker;
-		}
-		my ($nr) = split / /, $syscall;
-		return $worker if $stopped && $epoll{$nr};
+		# The wait event is set for the whole of PostgreSQL's latch wait
+		# (WaitEventSetWait), which the worker enters holding nothing.
+		my ($ret, $wait) = $node->psql('postgres',
+			"SELECT wait_event_type || '|' || wait_event FROM pg_stat_activity WHERE pid = $worker");
+		return $worker if $stopped && $ret == 0 && $wait eq $resting;
 		kill('CONT', $worker);
 		usleep(10_000);
 	}

@@ -149,10 +149,11 @@ bpext_fill_and_read($node, 'enabled after disable', $nrows);
 # The worker notices within a second.  Meanwhile, and after, nothing may be
 # written into the file that took the tier file's place.  To be inside
 # that window deterministically, the worker is stopped (SIGSTOP, in its
-# latch wait: bpext_stop_worker) while a new session reads with read admission (every miss is stored in the
-# tier).  The tier is emptied first and the worker's pushes are slowed
-# down, so that the session's reads all miss and none is served from the
-# foreign file (where a checksum mismatch would stop the tier first).
+# latch wait: bpext_stop_worker) while a new session reads with read
+# admission (every miss is stored in the tier).  The tier is emptied
+# first and the worker's pushes are slowed down, so that the session's
+# reads all miss and none is served from the foreign file (where a
+# checksum mismatch would stop the tier first).
 $node->safe_psql('postgres', q{
 	ALTER SYSTEM SET bpext.admission = 'read';
 	ALTER SYSTEM SET bpext.push_interval = '10s';

@@ -216,8 +216,8 @@ sub hung_read
 	my $worker = bpext_worker_pid($node);
 	ok($worker, "$name: the bpext worker runs");
 
-	bpext_fault($node, 'read_sleep', 1, 10000);
 	bpext_stop_worker($node) if $stop_worker;
+	bpext_fault($node, 'read_sleep', 1, 10000);
 	$stuck->query_until(qr/reading/, "\\echo reading\nEXECUTE q;\n");
 	ok(bpext_wait_for_fault_pid($node, 'read_sleep', $stuck_pid),
 		"$name: a session is stuck in a tier read");
