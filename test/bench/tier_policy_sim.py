@@ -4,6 +4,7 @@
     test/bench/tier_policy_sim.py [--scale 10] [--shared-buffers-mb 16]
         [--tier-share 0.25 | --tier-pages N] [--transactions 900000]
         [--skew exponential:4] [--missed-pushes "0 0.45 0.6"] [--seed 1]
+        [--mini-rates "0.4 0.1"] [--sample-seed 0]
 
 The sizing advisor (src/sizing.c) models the tier as LRU fed with every
 page that leaves shared buffers.  The tier is CLOCK (a page enters at
@@ -19,6 +20,14 @@ policy, each push lost with the given probability, side by side on the
 same reference stream.  It prints each tier's hit ratio over the
 shared-buffer misses of the last two thirds of the transactions (the
 first third warms both levels).
+
+--mini-rates adds miniature simulations of the tier (Waldspurger et al.,
+"Cache Modeling and Optimization using Miniature Simulations", USENIX ATC
+2017): the tier's own CLOCK, its size scaled by a rate, fed only the
+pages whose hash is under that rate (the advisor's spatial sampling,
+src/sizing.c), with the same pushes lost as the full tier.  Its hit
+ratio over the sampled lookups estimates the full tier's; --sample-seed
+draws another set of sampled pages.
 
 A transaction reads the primary key's root, one inner page, one leaf and
 one heap page.  Page counts follow pgbench's layout: 61 rows per heap
@@ -129,6 +138,42 @@ class LruTier:
             self.pages.popitem(last=False)
 
 
+def page_hash(page, seed):
+    """A 32-bit hash of a page's identity (splitmix64's finaliser)."""
+    kind, number = page
+    x = (number * 4 + ("root", "inner", "leaf", "heap").index(kind)
+         + (seed + 1) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return (x ^ (x >> 31)) >> 32
+
+
+class MiniTier:
+    """The tier's policy on the pages sampled at a rate, at its size times
+    the rate: a miniature simulation."""
+
+    def __init__(self, size, rate, seed):
+        self.threshold = int(rate * 2**32)
+        self.seed = seed
+        self.tier = ClockTierRepush(max(1, round(size * rate)))
+        self.name = f"miniature of the tier, {rate:.0%} of the pages"
+        self.lookups = 0
+        self.hits = 0
+
+    def sampled(self, page):
+        return page_hash(page, self.seed) < self.threshold
+
+    def lookup(self, page, counted):
+        if self.sampled(page):
+            hit = self.tier.lookup(page)
+            self.lookups += counted
+            self.hits += hit and counted
+
+    def push(self, page):
+        if self.sampled(page):
+            self.tier.push(page)
+
+
 def aid_sampler(rows, skew, rng):
     """pgbench's random(1, rows) or random_exponential(1, rows, param)."""
     if skew is None:
@@ -158,6 +203,10 @@ def main():
     parser.add_argument("--skew", help="exponential:PARAM (default: uniform)")
     parser.add_argument("--missed-pushes", default="0",
                         help="probabilities that a push is lost, e.g. \"0 0.45 0.6\"")
+    parser.add_argument("--mini-rates", default="",
+                        help="sampling rates of miniature simulations of the tier, e.g. \"0.4 0.1\"")
+    parser.add_argument("--sample-seed", type=int, default=0,
+                        help="which pages the miniature simulations sample")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
@@ -175,6 +224,8 @@ def main():
     next_aid = aid_sampler(rows, args.skew, rng)
     shared = ClockSweep(shared_buffers, SHARED_BUFFER_USAGE_MAX)
     tiers = [(cls(tier_pages), p) for p in missed for cls in (ClockTier, ClockTierRepush, LruTier)]
+    minis = [(MiniTier(tier_pages, float(r), args.sample_seed), p)
+             for p in missed for r in args.mini_rates.split()]
     hits = [0] * len(tiers)
     misses = 0
     measure_from = args.transactions // 3
@@ -191,10 +242,15 @@ def main():
             for i, (tier, _) in enumerate(tiers):
                 if tier.lookup(page) and counted:
                     hits[i] += 1
+            for mini, _ in minis:
+                mini.lookup(page, counted)
             evicted = shared.enter(page)
             if evicted is not None:
-                for tier, lost in tiers:
-                    if lost == 0 or losses.random() >= lost:
+                # One draw per share lost: every tier at that share loses
+                # the same pushes.
+                pushed = {p: p == 0 or losses.random() >= p for p in missed}
+                for tier, lost in tiers + minis:
+                    if pushed[lost]:
                         tier.push(evicted)
 
     print(f"scale {args.scale} ({touched} pages: {heap} heap, {leaves} leaves), "
@@ -205,6 +261,9 @@ def main():
     print("|---|---|---|")
     for (tier, lost), h in zip(tiers, hits):
         print(f"| {tier.name} | {lost:.0%} | {h / misses:.3f} |")
+    for mini, lost in minis:
+        print(f"| {mini.name} ({mini.lookups} sampled misses) | {lost:.0%} | "
+              f"{mini.hits / max(mini.lookups, 1):.3f} |")
 
 
 if __name__ == "__main__":
