@@ -22,6 +22,7 @@ OBJS = \
 	src/scan_pool.o \
 	src/settings.o \
 	src/sizing.o \
+	src/sizing_mini.o \
 	src/slot_directory.o \
 	src/smgr_wrap.o \
 	src/smgr_wrap_block.o \

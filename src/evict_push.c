@@ -11,7 +11,8 @@
  * and at usage count 0 are the next victims.  One the tier already holds
  * gets a usage count there, as a hit would (it has been in shared
  * buffers since the tier served or stored it: tier_map_note_departure).
- * For each one not already in the tier:
+ * Either way the sizing advisor hears of it (bpext_sizing_pushed), for the
+ * miniatures of the tier it runs.  For each one not already in the tier:
  *
  *	1. note its tag under the buffer header spinlock;
  *	2. pin it with ReadRecentBuffer, which re-checks the tag, never does
@@ -90,6 +91,7 @@
 
 #include "evict_push.h"
 #include "settings.h"
+#include "sizing.h"
 #include "stats.h"
 #include "tier_control.h"
 #include "tier_io.h"
@@ -433,9 +435,16 @@ bpext_push_round(void)
 
 		if (tier_map_note_departure(&rfile, BPEXT_BUFTAG_FORK(*tag),
 									BPEXT_BUFTAG_BLOCK(*tag)))
+		{
+			bpext_sizing_pushed(&rfile, BPEXT_BUFTAG_FORK(*tag),
+								BPEXT_BUFTAG_BLOCK(*tag));
 			continue;
-		if (copy_candidate(&candidates[i]) &&
-			push_batch->npages == push_batch->capacity)
+		}
+		if (!copy_candidate(&candidates[i]))
+			continue;
+		bpext_sizing_pushed(&rfile, BPEXT_BUFTAG_FORK(*tag),
+							BPEXT_BUFTAG_BLOCK(*tag));
+		if (push_batch->npages == push_batch->capacity)
 			published += tier_batch_flush(push_batch);
 	}
 	published += tier_batch_flush(push_batch);

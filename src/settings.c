@@ -443,7 +443,7 @@ bpext_define_settings(void)
 
 	DefineCustomIntVariable("bpext.sizing_memory",
 							"Shared memory for the tier sizing advisor's sample; 0 turns the advisor off.",
-							"About 60 bytes per sampled page: when the sample fills it, the advisor samples fewer pages.",
+							"About 80 bytes per sampled page: when the sample fills it, the advisor samples fewer pages.",
 							&bpext_sizing_memory_kb,
 							4096,
 							0, 1024 * 1024,

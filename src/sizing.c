@@ -66,9 +66,11 @@
  *	  tier got it, not by the miss that brought it in; and a tier of S
  *	  pages is the stack's answer for S + shared_buffers pages less
  *	  those both hold (tier_hit_ratio), which the timed pass measures
- *	  (overlap_at).  The pushes themselves are not fed in: with the tier
- *	  off there are none, and the curve must mean the same thing before
- *	  and after the SSD exists.
+ *	  (overlap_at).  The pushes themselves are not fed into the stack:
+ *	  with the tier off there are none, and its distances must mean the
+ *	  same thing before and after the SSD exists.  (The miniatures below
+ *	  take them while the tier admits: which pushes the worker misses
+ *	  moves what the tier serves, and nothing else can tell.)
  *	- A write re-admits the page (dual write stores it, and a page
  *	  written while in shared buffers is then in both; under write_policy
  *	  = invalidate the clean page is pushed when it is evicted).  A dirty
@@ -77,29 +79,36 @@
  *	- Replacement: the tier's CLOCK with usage counts (tier_map_slots.c
  *	  tier_map_alloc_slot: one at entry, one more for each hit and each
  *	  time the push finds the page among the next victims of shared
- *	  buffers, up to 3) approximates LRU, as PostgreSQL's own clock sweep
- *	  does; the stack distance is the LRU answer.  Simulated on pgbench's
- *	  select-only and skewed transactions, that CLOCK serves about a point
- *	  more than LRU at a quarter of the hot set, and more where pushes
- *	  are missed (test/bench/tier_policy_sim.py; doc/sizing.md,
- *	  Accuracy): the curve is that much low at small tiers.
- *	- Not modelled: pages read through ring strategies (big sequential
- *	  scans, VACUUM) never meet the clock hand and are not pushed under
- *	  admission = evict, but count here as admitted; pages of dropped or
- *	  truncated relations keep their place in the stack until they age
- *	  out; synchronous relation copies (ALTER TABLE SET TABLESPACE, CREATE
- *	  DATABASE) count as misses.
+ *	  buffers, up to 3) is not LRU: it keeps pages read often longer, and
+ *	  serves a point or more above the stack's answer at small tiers
+ *	  (test/bench/tier_policy_sim.py).  Miniature simulations of that
+ *	  CLOCK on the sampled pages (sizing_mini.c) say by how much at the
+ *	  series' sizes, and tier_hit_ratio corrects the stack's answer by
+ *	  it.  They are fed what the tier would be: a sampled miss looks the
+ *	  page up, a page the push takes (bpext_sizing_pushed) or, while the
+ *	  tier does not admit, one the sweep finds ahead of the clock hand
+ *	  where the push would take it (touch_seen) is admitted, a write
+ *	  stores it or makes it stale, and under admission = read a miss
+ *	  admits it.  So
+ *	  pages read through ring strategies (big sequential scans, VACUUM),
+ *	  which never meet the clock hand, are not admitted under admission =
+ *	  evict, in the miniatures as in the tier.
+ *	- Not modelled: pages of dropped or truncated relations keep their
+ *	  place in the stack until they age out; synchronous relation copies
+ *	  (ALTER TABLE SET TABLESPACE, CREATE DATABASE) count as misses.
  *
  * Cost.  A page not sampled costs the caller one hash and one compare
  * against the threshold (sizing.h), with no lock and no shared write.  A
  * sampled page takes the advisor's LWLock exclusive for a hash lookup and
- * two Fenwick walks (log2 of twice the entry count, 18 steps at the
- * default 4 MB): a read call takes 678 instructions with every page
- * sampled, 306 with the advisor off (doc/sizing.md), and the limit holds
- * that to bpext.sizing_samples_per_second references a second.  Now and
- * then, with the lock held, the stamps are renumbered (every `capacity`
- * sampled references, linear in the entries) or the threshold is lowered
- * (linear too).  Nothing here allocates, raises an error, or waits for
+ * two Fenwick walks (log2 of twice the entry count, 17 steps at the
+ * default 4 MB), and a step through the 16 miniatures (a bit each; an
+ * admission runs each full ring's clock, a few slots on average): a read
+ * call took 678 instructions with every page sampled before the
+ * miniatures, 306 with the advisor off (doc/sizing.md), and the limit
+ * holds that to bpext.sizing_samples_per_second references a second.
+ * Now and then, with the lock held, the stamps are renumbered (every
+ * `capacity` sampled references, linear in the entries) or the threshold
+ * is lowered (linear too, rings rebuilt included).  Nothing here allocates, raises an error, or waits for
  * anything but that lock.  The worker's sweep of shared buffers takes
  * each buffer's header spinlock for a tag copy and hashes it: NBuffers a
  * second while the stack changes (none on an idle server), plus each
@@ -145,6 +154,7 @@
 #include "helper_io.h"
 #include "settings.h"
 #include "sizing.h"
+#include "sizing_mini.h"
 #include "sql_api.h"
 #include "tier_control.h"
 #include "tier_map.h"
@@ -170,9 +180,12 @@ PG_FUNCTION_INFO_V1(bpext_sizing_reset);
 /* Rows of bpext_sizing: a doubling series cannot have more. */
 #define SIZING_MAX_ROWS		128
 
-/* Shared memory per sampled page: entry, bucket, stamp owner and tree. */
+/*
+ * Shared memory per sampled page: entry, bucket, stamp owner and tree, and
+ * the miniatures' words, rings and scratch (sizing_mini.c).
+ */
 #define SIZING_BYTES_PER_ENTRY	(sizeof(SizingEntry) + 2 * sizeof(uint32) + \
-								 2 * 2 * sizeof(uint32))
+								 2 * 2 * sizeof(uint32) + 5 * sizeof(uint32))
 
 typedef struct SizingEntry
 {
@@ -220,6 +233,7 @@ typedef struct SizingShared
 	uint32	   *owner;			/* stamp -> entry, SIZING_NONE if none */
 	uint32	   *tree;			/* Fenwick tree over stamps 1..nstamps */
 	SizingEntry *entries;
+	SizingMini *mini;			/* the tier's CLOCK at the series' sizes */
 } SizingShared;
 
 pg_atomic_uint32 *BpextSizingThreshold = NULL;
@@ -255,6 +269,7 @@ bpext_sizing_shmem_size(void)
 	size = add_size(size, MAXALIGN(mul_size(capacity, sizeof(SizingEntry))));
 	size = add_size(size, MAXALIGN(mul_size(SIZING_COUNTER_REGISTERS,
 											sizeof(pg_atomic_uint32))));
+	size = add_size(size, sizing_mini_shmem_size(capacity));
 	return size;
 }
 
@@ -306,6 +321,8 @@ sizing_clear(void)
 	Sizing->budget_start = bpext_monotonic_ms();
 	pg_atomic_write_u32(&Sizing->threshold.value,
 						rate_threshold(bpext_sizing_sample_rate));
+	sizing_mini_clear(Sizing->mini,
+					  1.0 / threshold_weight(pg_atomic_read_u32(&Sizing->threshold.value)));
 }
 
 void
@@ -339,6 +356,8 @@ bpext_sizing_shmem_init(bool found)
 	Sizing->tree = (uint32 *) p;
 	p += MAXALIGN(sizeof(uint32) * (Sizing->nstamps + 1));
 	Sizing->entries = (SizingEntry *) p;
+	p += MAXALIGN(sizeof(SizingEntry) * capacity);
+	Sizing->mini = sizing_mini_init(p, capacity);
 	for (i = 0; i < SIZING_COUNTER_REGISTERS; i++)
 		pg_atomic_init_u32(&BpextSizingCounter[i], 0);
 	sizing_clear();
@@ -438,9 +457,11 @@ threshold_lower(uint32 threshold)
 			entry->next = Sizing->free_head;
 			Sizing->free_head = e;
 			Sizing->nentries--;
+			sizing_mini_forget(Sizing->mini, e);
 		}
 	}
 	tree_rebuild();
+	sizing_mini_rate_lowered(Sizing->mini, 1.0 / threshold_weight(threshold));
 }
 
 /* Lower the threshold by an eighth: the sample no longer fits. */
@@ -497,6 +518,22 @@ entry_matches(const SizingEntry *entry, const BpextRelFile *rfile,
 {
 	return entry->block == block && entry->fork == (int32) fork &&
 		BPEXT_RELFILE_EQUAL(entry->rfile, *rfile);
+}
+
+/* The entry of a sampled page, or NULL.  Under the lock. */
+static SizingEntry *
+find_entry(const BpextRelFile *rfile, ForkNumber fork, BlockNumber block,
+		   uint32 hash)
+{
+	uint32		e;
+
+	for (e = Sizing->buckets[hash & (Sizing->nbuckets - 1)]; e != SIZING_NONE;
+		 e = Sizing->entries[e].next)
+	{
+		if (entry_matches(&Sizing->entries[e], rfile, fork, block))
+			return &Sizing->entries[e];
+	}
+	return NULL;
 }
 
 /* The histogram bucket of a scaled distance, and the bounds of a bucket. */
@@ -584,9 +621,7 @@ void
 bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 					 BlockNumber block, uint32 hash, bool miss)
 {
-	uint32		bucket;
-	uint32		e;
-	SizingEntry *entry = NULL;
+	SizingEntry *entry;
 	double		weight;
 	double		held_from;
 
@@ -596,15 +631,7 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 
 	LWLockAcquire(Sizing->lock, LW_EXCLUSIVE);
 
-	bucket = hash & (Sizing->nbuckets - 1);
-	for (e = Sizing->buckets[bucket]; e != SIZING_NONE; e = Sizing->entries[e].next)
-	{
-		if (entry_matches(&Sizing->entries[e], rfile, fork, block))
-		{
-			entry = &Sizing->entries[e];
-			break;
-		}
-	}
+	entry = find_entry(rfile, fork, block, hash);
 
 	/* A new page, and no room: sample less. */
 	while (entry == NULL && Sizing->free_head == SIZING_NONE &&
@@ -639,6 +666,8 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 
 			held_from = since * weight;
 			Sizing->histogram[distance_bucket(held_from)] += weight;
+			sizing_mini_lookup(Sizing->mini, (uint32) (entry - Sizing->entries),
+							   weight);
 		}
 	}
 	else
@@ -650,6 +679,14 @@ bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 
 	entry = move_to_top(entry, rfile, fork, block, hash);
 	entry->held_from = (float) Min(held_from, HELD_NOWHERE);
+	if (miss && bpext_admission == BPEXT_ADMIT_READ)
+		sizing_mini_admit(Sizing->mini, (uint32) (entry - Sizing->entries),
+						  SIZING_MINI_READ);
+	else if (!miss && bpext_write_policy == BPEXT_WRITE_DUAL)
+		sizing_mini_admit(Sizing->mini, (uint32) (entry - Sizing->entries),
+						  SIZING_MINI_STORE);
+	else if (!miss)
+		sizing_mini_invalidate(Sizing->mini, (uint32) (entry - Sizing->entries));
 	budget_spend(1);
 	LWLockRelease(Sizing->lock);
 }
@@ -701,11 +738,13 @@ typedef struct SizingSeen
 	ForkNumber	fork;
 	BlockNumber block;
 	uint32		hash;
+	bool		departing;		/* the push would take it now */
 } SizingSeen;
 
 static void
 touch_seen(const SizingSeen *seen, int nseen, bool timed, int visits)
 {
+	bool		tier_admitting = bpext_tier_enabled() && !bpext_admission_paused();
 	double		weight;
 	uint32		moved = 0;
 	int			i;
@@ -716,26 +755,20 @@ touch_seen(const SizingSeen *seen, int nseen, bool timed, int visits)
 		Sizing->overlap_visits += visits;
 	for (i = 0; i < nseen; i++)
 	{
-		uint32		bucket = seen[i].hash & (Sizing->nbuckets - 1);
-		SizingEntry *entry = NULL;
-		uint32		e;
+		SizingEntry *entry;
 
 		if (seen[i].hash > pg_atomic_read_u32(&Sizing->threshold.value))
 			continue;
-		for (e = Sizing->buckets[bucket]; e != SIZING_NONE; e = Sizing->entries[e].next)
-		{
-			if (entry_matches(&Sizing->entries[e], &seen[i].rfile,
-							  seen[i].fork, seen[i].block))
-			{
-				entry = &Sizing->entries[e];
-				break;
-			}
-		}
+		entry = find_entry(&seen[i].rfile, seen[i].fork, seen[i].block,
+						   seen[i].hash);
 		/* A page not yet in the sample is not worth a cut of the rate. */
 		if (entry == NULL && Sizing->free_head == SIZING_NONE)
 			continue;
 		entry = move_to_top(entry, &seen[i].rfile, seen[i].fork,
 							seen[i].block, seen[i].hash);
+		if (seen[i].departing && !tier_admitting)
+			sizing_mini_admit(Sizing->mini, (uint32) (entry - Sizing->entries),
+							  SIZING_MINI_DEPARTURE);
 		moved++;
 		if (timed && entry->held_from < HELD_NOWHERE)
 			Sizing->overlap_histogram[distance_bucket(entry->held_from)] += weight;
@@ -745,8 +778,46 @@ touch_seen(const SizingSeen *seen, int nseen, bool timed, int visits)
 }
 
 /*
+ * The push took a page into the tier, or found the tier holding it as it
+ * left shared buffers (evict_push.c).  While the tier admits, the
+ * miniatures are fed these, its own admissions, and not the sweep's
+ * sightings (touch_seen): where the worker falls behind the clock hand
+ * and misses pushes, which moves what the tier serves, the miniatures
+ * miss them too.  A page not yet in the sample joins it, as the sweep
+ * would have put it there.  Called by the bpext worker only.
+ */
+void
+bpext_sizing_pushed(const BpextRelFile *rfile, ForkNumber fork,
+					BlockNumber block)
+{
+	uint32		hash;
+	SizingEntry *entry;
+
+	if (!bpext_sizing || Sizing == NULL)
+		return;
+	hash = bpext_sizing_hash(rfile, fork, block);
+	if (hash > pg_atomic_read_u32(&Sizing->threshold.value))
+		return;
+
+	LWLockAcquire(Sizing->lock, LW_EXCLUSIVE);
+	entry = find_entry(rfile, fork, block, hash);
+	if (hash <= pg_atomic_read_u32(&Sizing->threshold.value) &&
+		(entry != NULL || Sizing->free_head != SIZING_NONE))
+	{
+		if (entry == NULL)
+			entry = move_to_top(NULL, rfile, fork, block, hash);
+		sizing_mini_admit(Sizing->mini, (uint32) (entry - Sizing->entries),
+						  SIZING_MINI_DEPARTURE);
+		budget_spend(1);
+	}
+	LWLockRelease(Sizing->lock);
+}
+
+/*
  * Visit n buffers from position first on (positions wrap around shared
- * buffers) and date the sampled pages they hold.
+ * buffers) and date the sampled pages they hold.  Ahead of the clock hand
+ * (not timed), a page the push would take, as evict_push.c's
+ * is_clean_victim says, is leaving shared buffers for the miniatures.
  */
 static void
 visit_buffers(uint64 first, int n, bool timed)
@@ -770,6 +841,11 @@ visit_buffers(uint64 first, int n, bool timed)
 		if (!valid)
 			continue;
 
+		seen[nseen].departing = !timed &&
+			(state & (BM_DIRTY | BM_IO_IN_PROGRESS | BM_IO_ERROR)) == 0 &&
+			BUF_STATE_GET_REFCOUNT(state) == 0 &&
+			BUF_STATE_GET_USAGECOUNT(state) == 0 &&
+			BPEXT_BUFTAG_FORK(tag) == MAIN_FORKNUM;
 		seen[nseen].rfile = BPEXT_BUFTAG_RELFILE(tag);
 		seen[nseen].fork = BPEXT_BUFTAG_FORK(tag);
 		seen[nseen].block = BPEXT_BUFTAG_BLOCK(tag);
@@ -888,7 +964,14 @@ typedef struct SizingSnapshot
 	double		overlap_histogram[SIZING_NBUCKETS];
 	double		footprint;		/* pages touched in the window */
 	double		scale;			/* the sample's footprint over that */
+	SizingMiniSnapshot mini;
+	/* The miniatures' hit ratios less the stack's, where they say. */
+	int			ncorrections;
+	double		correction_pages[SIZING_MINI_SIZES];
+	double		correction[SIZING_MINI_SIZES];
 } SizingSnapshot;
+
+static void snapshot_corrections(SizingSnapshot *snap);
 
 static void
 sizing_require(void)
@@ -954,6 +1037,7 @@ sizing_snapshot(SizingSnapshot *snap)
 	snap->overlap_visits = Sizing->overlap_visits;
 	memcpy(snap->overlap_histogram, Sizing->overlap_histogram,
 		   sizeof(snap->overlap_histogram));
+	sizing_mini_snapshot(Sizing->mini, &snap->mini);
 	LWLockRelease(Sizing->lock);
 
 	TimestampDifference(snap->window_start, GetCurrentTimestamp(), &secs, &usecs);
@@ -984,6 +1068,7 @@ sizing_snapshot(SizingSnapshot *snap)
 			snap->footprint = counted;
 		}
 	}
+	snapshot_corrections(snap);
 }
 
 /* The weight of a histogram below pages (a bucket split pro rata). */
@@ -1037,11 +1122,11 @@ overlap_at(const SizingSnapshot *snap, double held)
 }
 
 /*
- * Estimated fraction of the misses a tier of tier_pages pages would serve.
- * The stack holds shared buffers' pages too (the sweep keeps them at its
- * top), so a missed page is still held, by shared buffers or by the tier,
- * when it is among the last tier_pages + NBuffers - x distinct pages
- * seen, where x is the pages both hold.  x is measured, not assumed: it
+ * The stack's estimate of the fraction of the misses an LRU tier of
+ * tier_pages pages would serve.  The stack holds shared buffers' pages too
+ * (the sweep keeps them at its top), so a missed page is still held, by
+ * shared buffers or by the tier, when it is among the last tier_pages +
+ * NBuffers - x distinct pages seen, where x is the pages both hold.  x is measured, not assumed: it
  * is overlap_at() of that same union size (a page is in both when the
  * tier served it, which it does when its distance was below the union),
  * so x solves x = overlap_at(tier_pages + NBuffers - x); the right-hand
@@ -1051,7 +1136,7 @@ overlap_at(const SizingSnapshot *snap, double held)
  * held twice too, and the curve was low by 2 to 7 points at small tiers.)
  */
 static double
-tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
+lru_tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
 {
 	double		lo = 0;
 	double		hi = NBuffers;
@@ -1067,6 +1152,70 @@ tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
 			hi = x;
 	}
 	return hit_ratio_at(snap, tier_pages + NBuffers - hi);
+}
+
+/*
+ * Where the miniatures (sizing_mini.c) say what the tier's CLOCK would
+ * serve, the difference from the stack's LRU answer at the same size.  A
+ * miniature of a size scaled by the rate holds that share of the sampled
+ * pages; when the sample holds more or fewer pages than the rate says
+ * (scale), that share of the true footprint is a tier of its size over
+ * scale.
+ */
+static void
+snapshot_corrections(SizingSnapshot *snap)
+{
+	int			k;
+
+	snap->ncorrections = 0;
+	if (snap->miss_weight <= 0)
+		return;
+	for (k = 0; k < SIZING_MINI_SIZES; k++)
+	{
+		double		pages = snap->mini.pages[k] / snap->scale;
+		int			n = snap->ncorrections;
+
+		if (!snap->mini.modelled[k])
+			continue;
+		snap->correction_pages[n] = pages;
+		snap->correction[n] = snap->mini.hit_weight[k] / snap->miss_weight -
+			lru_tier_hit_ratio(snap, pages);
+		snap->ncorrections++;
+	}
+}
+
+/*
+ * Estimated fraction of the misses a tier of tier_pages pages would serve:
+ * the stack's LRU answer, corrected by the miniatures' difference from it,
+ * interpolated on the logarithm of the size between the two nearest
+ * miniatures (the nearest one's outside them).
+ */
+static double
+tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
+{
+	double		ratio = lru_tier_hit_ratio(snap, tier_pages);
+	double		correction;
+	int			k;
+
+	if (snap->ncorrections == 0)
+		return ratio;
+	for (k = 0; k < snap->ncorrections &&
+		 snap->correction_pages[k] < tier_pages; k++)
+		;
+	if (k == 0)
+		correction = snap->correction[0];
+	else if (k == snap->ncorrections)
+		correction = snap->correction[k - 1];
+	else
+	{
+		double		lo = log(snap->correction_pages[k - 1]);
+		double		hi = log(snap->correction_pages[k]);
+		double		at = (log(Max(tier_pages, 1.0)) - lo) / (hi - lo);
+
+		correction = snap->correction[k - 1] +
+			at * (snap->correction[k] - snap->correction[k - 1]);
+	}
+	return Min(Max(ratio + correction, 0.0), 1.0);
 }
 
 /* Shared memory the tier map would take for a tier of pages pages. */
@@ -1097,6 +1246,7 @@ bpext_sizing_1_3(PG_FUNCTION_ARGS)
 	double		upper;
 	double		pages;
 	double		misses_per_second;
+	double		ratio = 0;
 	int			i;
 
 	sizing_require();
@@ -1124,7 +1274,12 @@ bpext_sizing_1_3(PG_FUNCTION_ARGS)
 	{
 		Datum		values[5];
 		bool		nulls[5] = {0};
-		double		ratio = tier_hit_ratio(snap, sizes[i]);
+
+		/*
+		 * A larger tier serves at least what a smaller one does; the
+		 * miniatures' sampling noise must not say otherwise.
+		 */
+		ratio = Max(tier_hit_ratio(snap, sizes[i]), ratio);
 
 		values[0] = Int64GetDatum((int64) sizes[i]);
 		values[1] = Int64GetDatum((int64) sizes[i] * BLCKSZ);

@@ -49,6 +49,8 @@ extern void bpext_sizing_shmem_init(bool found);
 extern void bpext_sizing_sweep_shared_buffers(void);
 extern void bpext_sizing_sampled(const BpextRelFile *rfile, ForkNumber fork,
 								 BlockNumber block, uint32 hash, bool miss);
+extern void bpext_sizing_pushed(const BpextRelFile *rfile, ForkNumber fork,
+								BlockNumber block);
 
 /*
  * The sampling hash of a page: murmur3's 64-bit finaliser over the page

@@ -8,11 +8,15 @@
 # shared_buffers, read P times, has a known miss-ratio curve: every read
 # misses shared buffers, the first pass is first references, and every
 # later read of a page comes exactly N - 1 other pages after the last one.
-# An LRU tier of fewer than N pages serves none of them, one of N pages or
-# more serves all but the first pass: hit ratio (P - 1) / P.  The advisor
-# must show that step, sampling every page, sampling 5% of them, and with
-# a memory budget too small for the sample it starts with (so that it
-# lowers its rate as SHARDS-adj does).  The curve is monotone, a reset
+# Under bpext.admission = read, which admits every page read, a tier of
+# fewer than N pages serves none of them (LRU, and the tier's CLOCK, evict
+# each page before it comes round again), one of N pages or more serves
+# all but the first pass: hit ratio (P - 1) / P.  The advisor must show
+# that step, sampling every page, sampling 5% of them, and with a memory
+# budget too small for the sample it starts with (so that it lowers its
+# rate as SHARDS-adj does).  Under admission = evict, the default, a
+# tier never gets the pages of such a scan (it reads through a ring of
+# buffers that the clock hand never reaches), and the curve must say so.  The curve is monotone, a reset
 # empties it, and the window says what it covers.  Then: a page kept in
 # shared buffers is dated by its last sight there (5), the pages shared
 # buffers and a tier would both hold are measured (6), and a small
@@ -38,6 +42,7 @@ my $passes = 10;
 # for (seen once on 18 under CI's load).
 my $node = bpext_init_node('main', tier_size => 0, shared_buffers => '1MB',
 	conf => "bpext.sizing_sample_rate = 1.0\nbpext.sizing_samples_per_second = 0\n"
+	  . "bpext.admission = read\n"
 	  . "synchronize_seqscans = off\nautovacuum = off\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION bpext');
@@ -125,6 +130,21 @@ ok((grep { $_->[0] == 2048 } @$curve), 'a row at 0.89 N');
 check_step($curve, $n{cyc_b}, 0.12, 'exact, 3700 pages');
 ok((grep { $_->[0] == 4096 } @$curve), 'a row at 1.11 N');
 
+# Under admission = evict, the scan's pages never reach the tier: the
+# curve is the miniatures' (sizing_mini.c), not LRU's.
+$node->append_conf('postgresql.conf', "bpext.admission = evict\n");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT current_setting('bpext.admission') = 'evict'")
+  or die 'admission was not reloaded';
+($curve, $w) = cyclic_scan('cyc_a');
+my ($ring_most) = sort { $b <=> $a } map { $_->[1] } @$curve;
+cmp_ok($ring_most, '<=', 0.05,
+	"admission = evict: no tier serves a scan through a ring ($ring_most at most)");
+$node->append_conf('postgresql.conf', "bpext.admission = read\n");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT current_setting('bpext.admission') = 'read'")
+  or die 'admission was not reloaded';
+
 my $n = $n{cyc};
 ($curve, $w) = cyclic_scan('cyc');
 is($w->{sample_rate}, 1, 'every page sampled');
@@ -173,14 +193,16 @@ check_step($curve, $n, 0.1, 'adjusted sample');
 # there, not by the miss that brought it in: the tier gets it when it
 # leaves shared buffers.  h (20 pages) is read once, then cyc is scanned
 # (through a ring: h stays in shared buffers) and, after a few passes of
-# the worker's sweep, d (600 pages, by TID: no ring) pushes h out.  h's
+# the worker's sweep, d (600 pages, by TID: no ring, 10 at a time, so
+# that the worker sees h leave as the push would) pushes h out.  h's
 # second reads come some 600 misses after the sweep last saw h but 3600
 # after h's first miss: a 1024-page tier serves them only if the sweep
 # counts.  The tables are vacuumed first, so that reading them sets no
 # hint bit: a page written when it leaves shared buffers is dated by that
 # write, sweep or not.
 $node->append_conf('postgresql.conf',
-	"bpext.sizing_memory = '4MB'\nbpext.sizing_sample_rate = 1.0\n");
+	"bpext.sizing_memory = '4MB'\nbpext.sizing_sample_rate = 1.0\n"
+	  . "bpext.admission = evict\n");
 $node->restart;
 $node->safe_psql('postgres', q{
 	CREATE TABLE h (id int, pad text);
@@ -213,7 +235,12 @@ my @out = split /\n/, $node->safe_psql('postgres', qq{
 	SET enable_seqscan = off;
 	$h_resident;
 	SELECT pg_sleep(3);
-	SELECT count(*) FROM d WHERE ctid = ANY (ARRAY[$d_tids]::tid[]);
+	SELECT sum(x.n)
+	  FROM generate_series(0, $d_pages - 1, 10) b0,
+	       LATERAL (SELECT count(*) AS n FROM d WHERE ctid = ANY (ARRAY(
+				SELECT format('(%s,1)', b)::tid
+				  FROM generate_series(b0, least(b0 + 9, $d_pages - 1)) b))) x,
+	       LATERAL pg_sleep(0.02 + 0 * b0) s;
 	$h_resident;
 	SELECT count(*) FROM h WHERE ctid = ANY (ARRAY[$h_tids]::tid[]);
 	SELECT round(z.hit_ratio * w.misses)
