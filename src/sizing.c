@@ -66,11 +66,13 @@
  *	  tier got it, not by the miss that brought it in; and a tier of S
  *	  pages is the stack's answer for S + shared_buffers pages less
  *	  those both hold (tier_hit_ratio), which the timed pass measures
- *	  (overlap_at).  The pushes themselves are not fed into the stack:
- *	  with the tier off there are none, and its distances must mean the
+ *	  (overlap_at).  The pushes themselves are not fed into the stack's
+ *	  distances: with the tier off there are none, and they must mean the
  *	  same thing before and after the SSD exists.  (The miniatures below
  *	  take them while the tier admits: which pushes the worker misses
- *	  moves what the tier serves, and nothing else can tell.)
+ *	  moves what the tier serves, and nothing else can tell.  A page
+ *	  pushed that the sample lacks joins it then, as the sweep would have
+ *	  put it there.)
  *	- A write re-admits the page (dual write stores it, and a page
  *	  written while in shared buffers is then in both; under write_policy
  *	  = invalidate the clean page is pushed when it is evicted).  A dirty
@@ -108,13 +110,15 @@
  * holds that to bpext.sizing_samples_per_second references a second.
  * Now and then, with the lock held, the stamps are renumbered (every
  * `capacity` sampled references, linear in the entries) or the threshold
- * is lowered (linear too, rings rebuilt included).  Nothing here allocates, raises an error, or waits for
- * anything but that lock.  The worker's sweep of shared buffers takes
+ * is lowered (linear too, rings rebuilt included).  Nothing here
+ * allocates, raises an error, or waits for anything but that lock.  The worker's sweep of shared buffers takes
  * each buffer's header spinlock for a tag copy and hashes it: NBuffers a
  * second while the stack changes (none on an idle server), plus each
  * buffer the clock hand passes once, at most 256k buffers a round each,
  * about a millisecond per 100k buffers, off every backend's path.  The
- * sampled pages it finds count against the limit too: while the hand
+ * sampled pages it finds count against the limit too, and so, while the
+ * tier admits, do the sampled pages the push takes (bpext_sizing_pushed,
+ * counted a second time where the sweep saw them too): while the hand
  * moves, the rate is at most about the limit over NBuffers, and the
  * sample then holds about as many pages as the limit, since shared
  * buffers alone are that many pages touched.
@@ -124,8 +128,10 @@
  *	  written only under the lock (lowered, or reset).  A reader that saw
  *	  an old, higher value re-checks under the lock and drops the page.
  *	- Everything else (entries, hash chains, stamps, Fenwick tree,
- *	  histogram, window start) is read and written under the lock, by the
- *	  sampled path, the worker's sweep, the views and bpext_sizing_reset().
+ *	  histogram, window start, the miniatures) is read and written under
+ *	  the lock, by the sampled path, the worker's sweep and its push
+ *	  (bpext_sizing_pushed), the views and bpext_sizing_reset().  It is
+ *	  the last lock taken: nothing is acquired under it.
  *	- The sweep reads a buffer's tag under its header spinlock and lets go
  *	  before it takes the advisor's lock; a tag out of date by then only
  *	  dates one sampled page a little late or early.
@@ -474,8 +480,8 @@ threshold_cut(void)
 }
 
 /*
- * Count n references to sampled pages (misses, writes, and pages the
- * worker finds in shared buffers) against bpext.sizing_samples_per_second,
+ * Count n references to sampled pages (misses, writes, pages the worker
+ * finds in shared buffers or pushes) against bpext.sizing_samples_per_second,
  * and lower the rate if they came faster: to what would have taken a
  * second for them, less an eighth, so that the rate settles under the
  * limit rather than on it, but to no less than half at a time, so that a
@@ -1126,8 +1132,8 @@ overlap_at(const SizingSnapshot *snap, double held)
  * tier_pages pages would serve.  The stack holds shared buffers' pages too
  * (the sweep keeps them at its top), so a missed page is still held, by
  * shared buffers or by the tier, when it is among the last tier_pages +
- * NBuffers - x distinct pages seen, where x is the pages both hold.  x is measured, not assumed: it
- * is overlap_at() of that same union size (a page is in both when the
+ * NBuffers - x distinct pages seen, where x is the pages both hold.  x is
+ * measured, not assumed: it is overlap_at() of that same union size (a page is in both when the
  * tier served it, which it does when its distance was below the union),
  * so x solves x = overlap_at(tier_pages + NBuffers - x); the right-hand
  * side falls as x grows, so there is one x, found by bisection.  (Taking
@@ -1188,7 +1194,8 @@ snapshot_corrections(SizingSnapshot *snap)
  * Estimated fraction of the misses a tier of tier_pages pages would serve:
  * the stack's LRU answer, corrected by the miniatures' difference from it,
  * interpolated on the logarithm of the size between the two nearest
- * miniatures (the nearest one's outside them).
+ * miniatures (above the largest, its own; below the smallest, its own
+ * tapered to none at no pages).
  */
 static double
 tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
@@ -1199,11 +1206,20 @@ tier_hit_ratio(const SizingSnapshot *snap, double tier_pages)
 
 	if (snap->ncorrections == 0)
 		return ratio;
+	/* The first miniature at or above tier_pages. */
 	for (k = 0; k < snap->ncorrections &&
 		 snap->correction_pages[k] < tier_pages; k++)
 		;
 	if (k == 0)
-		correction = snap->correction[0];
+	{
+		/*
+		 * Below the smallest miniature (those smaller were too small to
+		 * simulate), taper its correction off with the size: a tier of no
+		 * pages serves nothing, whatever its policy.
+		 */
+		correction = snap->correction[0] *
+			Min(tier_pages / snap->correction_pages[0], 1.0);
+	}
 	else if (k == snap->ncorrections)
 		correction = snap->correction[k - 1];
 	else

@@ -41,9 +41,10 @@
  * their CLOCK in a ring of entry numbers, each as long as the scaled size.
  * Since the sizes double, the rings together are shorter than twice the
  * capacity; a scratch of one capacity lets them be rebuilt, in their
- * clock order, when the rate is lowered.  20 bytes per entry in all.
- * Sizes scaled below MINI_MIN_SLOTS pages are too small to say anything
- * and are not simulated.
+ * clock order, when the rate is lowered (a size that held the whole
+ * sample and becomes a ring takes its pages in the sample's order).  20
+ * bytes per entry in all.  Sizes scaled below MINI_MIN_SLOTS pages are
+ * too small to say anything and are not simulated.
  *
  * Locking: none of its own; the caller holds the advisor's lock.
  *
@@ -70,7 +71,8 @@
 
 #define NO_ENTRY			PG_UINT32_MAX
 
-StaticAssertDecl(SIZING_MINI_SIZES <= 16, "usage counts are two bits a size in a uint32");
+StaticAssertDecl(SIZING_MINI_SIZES <= 16,
+				 "usage counts are two bits a size in a uint32");
 
 typedef enum MiniKind
 {
@@ -255,36 +257,39 @@ sizing_mini_rate_lowered(SizingMini *mini, double rate)
 	plan_sizes(mini, rate, plan);
 	for (k = 0; k < SIZING_MINI_SIZES; k++)
 	{
-		MiniSize   *old = &mini->sizes[k];
-		MiniSize   *new = &plan[k];
+		MiniSize   *was = &mini->sizes[k];
+		MiniSize   *now = &plan[k];
 		uint32		bit = (uint32) 1 << k;
 		uint32		n = 0;
 		uint32		live PG_USED_FOR_ASSERTS_ONLY;
 		uint32		cursor = 0;
 		uint32		i;
 
-		if (new->kind == MINI_WHOLE)
+		if (now->kind == MINI_WHOLE)
 			continue;			/* was whole too: nothing to move */
 
 		/* The pages it holds, oldest by the clock first. */
-		if (old->kind == MINI_RING)
+		if (was->kind == MINI_RING)
 		{
-			for (i = 0; i < old->used; i++)
-			{
-				uint32		entry = mini->pool[old->offset + (old->hand + i) % old->used];
+			uint32	   *ring = mini->pool + was->offset;
 
-				if (entry != NO_ENTRY && (mini->member[entry] & bit))
+			/* Less the entries sizing_mini_forget has just dropped. */
+			for (i = 0; i < was->used; i++)
+			{
+				uint32		entry = ring[(was->hand + i) % was->used];
+
+				if (mini->member[entry] & bit)
 					mini->scratch[n++] = entry;
 			}
 		}
-		else if (old->kind == MINI_WHOLE)
+		else if (was->kind == MINI_WHOLE)
 		{
 			for (i = 0; i < mini->capacity; i++)
 				if (mini->member[i] & bit)
 					mini->scratch[n++] = i;
 		}
 
-		if (new->kind == MINI_UNMODELLED)
+		if (now->kind == MINI_UNMODELLED)
 		{
 			for (i = 0; i < n; i++)
 				mini->member[mini->scratch[i]] &= ~bit;
@@ -292,15 +297,15 @@ sizing_mini_rate_lowered(SizingMini *mini, double rate)
 		}
 
 		live = n > 0 ? clock_evict_list(mini, k, mini->scratch, n, n,
-										 new->slots, &cursor) : 0;
+										 now->slots, &cursor) : 0;
 		for (i = 0; i < n; i++)
 		{
 			uint32		entry = mini->scratch[(cursor + i) % n];
 
 			if (entry != NO_ENTRY)
-				mini->pool[new->offset + new->used++] = entry;
+				mini->pool[now->offset + now->used++] = entry;
 		}
-		Assert(new->used == live);
+		Assert(now->used == live);
 	}
 	memcpy(mini->sizes, plan, sizeof(plan));
 }
@@ -396,8 +401,11 @@ sizing_mini_admit(SizingMini *mini, uint32 entry, SizingMiniAdmit how)
 
 /*
  * A write under bpext.write_policy = invalidate: the tier drops its copy.
- * The page keeps its places, at count 0, so that each clock takes them
- * back first; a lookup until it is admitted again is a miss.
+ * The page keeps its places, at count 0, and each clock takes them back
+ * when its hand reaches them; a lookup until it is admitted again is a
+ * miss.  The tier frees such a slot at once, and fills it before it moves
+ * its hand (tier_map_alloc_slot): under invalidate, a miniature holds
+ * fewer live pages than the tier until its hand comes round.
  */
 void
 sizing_mini_invalidate(SizingMini *mini, uint32 entry)

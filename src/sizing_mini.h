@@ -29,12 +29,6 @@ typedef struct SizingMiniSnapshot
 	bool		modelled[SIZING_MINI_SIZES];	/* big enough to say */
 } SizingMiniSnapshot;
 
-extern Size sizing_mini_shmem_size(uint32 capacity);
-extern SizingMini *sizing_mini_init(char *base, uint32 capacity);
-extern void sizing_mini_clear(SizingMini *mini, double rate);
-extern void sizing_mini_forget(SizingMini *mini, uint32 entry);
-extern void sizing_mini_rate_lowered(SizingMini *mini, double rate);
-extern void sizing_mini_lookup(SizingMini *mini, uint32 entry, double weight);
 /* How a page comes into the tier, for what it does to a page held. */
 typedef enum SizingMiniAdmit
 {
@@ -44,6 +38,12 @@ typedef enum SizingMiniAdmit
 	SIZING_MINI_READ			/* read admission: a held page was served */
 } SizingMiniAdmit;
 
+extern Size sizing_mini_shmem_size(uint32 capacity);
+extern SizingMini *sizing_mini_init(char *base, uint32 capacity);
+extern void sizing_mini_clear(SizingMini *mini, double rate);
+extern void sizing_mini_forget(SizingMini *mini, uint32 entry);
+extern void sizing_mini_rate_lowered(SizingMini *mini, double rate);
+extern void sizing_mini_lookup(SizingMini *mini, uint32 entry, double weight);
 extern void sizing_mini_admit(SizingMini *mini, uint32 entry,
 							  SizingMiniAdmit how);
 extern void sizing_mini_invalidate(SizingMini *mini, uint32 entry);
