@@ -57,6 +57,7 @@
 #include <math.h>
 
 #include "miscadmin.h"
+#include "storage/shmem.h"
 
 #include "sizing_mini.h"
 
