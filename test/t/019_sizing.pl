@@ -193,11 +193,13 @@ check_step($curve, $n, 0.1, 'adjusted sample');
 # there, not by the miss that brought it in: the tier gets it when it
 # leaves shared buffers.  h (20 pages) is read once, then cyc is scanned
 # (through a ring: h stays in shared buffers) and, after a few passes of
-# the worker's sweep, d (600 pages, by TID: no ring, 10 at a time, so
-# that the worker sees h leave as the push would) pushes h out.  h's
-# second reads come some 600 misses after the sweep last saw h but 3600
-# after h's first miss: a 1024-page tier serves them only if the sweep
-# counts.  The tables are vacuumed first, so that reading them sets no
+# the worker's sweep, d (600 pages, by TID: no ring, 10 at a time, 0.1 s
+# apart, so that the worker sees h leave as the push would: a page is
+# seen at usage 0 a quarter of shared buffers, 32 buffers, 0.3 s, before
+# the hand takes it, time enough for a worker on a busy machine) pushes h
+# out.  h's second reads come some 600 misses after the sweep last saw h
+# but 3600 after h's first miss: a 1024-page tier serves them only if the
+# sweep counts.  The tables are vacuumed first, so that reading them sets no
 # hint bit: a page written when it leaves shared buffers is dated by that
 # write, sweep or not.
 $node->append_conf('postgresql.conf',
@@ -240,7 +242,7 @@ my @out = split /\n/, $node->safe_psql('postgres', qq{
 	       LATERAL (SELECT count(*) AS n FROM d WHERE ctid = ANY (ARRAY(
 				SELECT format('(%s,1)', b)::tid
 				  FROM generate_series(b0, least(b0 + 9, $d_pages - 1)) b))) x,
-	       LATERAL pg_sleep(0.02 + 0 * b0) s;
+	       LATERAL pg_sleep(0.1 + 0 * b0) s;
 	$h_resident;
 	SELECT count(*) FROM h WHERE ctid = ANY (ARRAY[$h_tids]::tid[]);
 	SELECT round(z.hit_ratio * w.misses)
